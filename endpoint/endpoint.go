@@ -1,0 +1,155 @@
+// Package endpoint defines a customer endpoint (its URL, subscriptions,
+// concurrency limit and secrets) and validates changes to it. The config
+// itself lives on the compacted topic laneway.endpoints; see Store.
+package endpoint
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Status values.
+const (
+	StatusActive   = "active"
+	StatusDisabled = "disabled"
+)
+
+// Limits on endpoint settings.
+const (
+	DefaultMaxConcurrency = 4
+	MinConcurrency        = 1
+	MaxConcurrency        = 1000
+	SecretPrefix          = "whsec_"
+	maxURLLen             = 2048
+)
+
+// Endpoint is one customer endpoint. It is the value of a record on
+// laneway.endpoints, keyed by ID.
+type Endpoint struct {
+	ID             string    `json:"id"`
+	Tenant         string    `json:"tenant"`
+	URL            string    `json:"url"`
+	EventTypes     []string  `json:"event_types"`
+	MaxConcurrency int       `json:"max_concurrency"`
+	Secrets        []Secret  `json:"secrets"`
+	Status         string    `json:"status"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	Paused         bool      `json:"paused,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// Secret is a signing secret. Several are valid during a rotation; the ones
+// whose ExpiresAt has passed are no longer used to sign.
+type Secret struct {
+	Value     string    `json:"value"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// ValidationError says which input was refused and why.
+type ValidationError struct{ Field, Reason string }
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
+
+// Subscribes reports whether the endpoint wants events of this type from
+// this tenant. An empty EventTypes means every type.
+func (e *Endpoint) Subscribes(tenant, eventType string) bool {
+	if e.Tenant != tenant || e.Status != StatusActive {
+		return false
+	}
+	return len(e.EventTypes) == 0 || slices.Contains(e.EventTypes, eventType)
+}
+
+// SigningSecrets returns the secrets valid at now, newest first.
+func (e *Endpoint) SigningSecrets(now time.Time) []string {
+	out := make([]string, 0, len(e.Secrets))
+	for _, s := range e.Secrets {
+		if s.ExpiresAt.IsZero() || now.Before(s.ExpiresAt) {
+			out = append(out, s.Value)
+		}
+	}
+	return out
+}
+
+// Validate checks every field a client can set.
+func (e *Endpoint) Validate() error {
+	if strings.TrimSpace(e.Tenant) == "" {
+		return &ValidationError{"tenant", "is required"}
+	}
+	if len(e.Tenant) > 256 {
+		return &ValidationError{"tenant", "is longer than 256 bytes"}
+	}
+	if err := ValidateURL(e.URL); err != nil {
+		return err
+	}
+	if e.MaxConcurrency < MinConcurrency || e.MaxConcurrency > MaxConcurrency {
+		return &ValidationError{"max_concurrency", fmt.Sprintf("must be between %d and %d", MinConcurrency, MaxConcurrency)}
+	}
+	for _, t := range e.EventTypes {
+		if strings.TrimSpace(t) == "" || len(t) > 256 {
+			return &ValidationError{"event_types", "entries must be non-empty and at most 256 bytes"}
+		}
+	}
+	for _, s := range e.Secrets {
+		if err := ValidateSecret(s.Value); err != nil {
+			return err
+		}
+	}
+	if e.Status != StatusActive && e.Status != StatusDisabled {
+		return &ValidationError{"status", "must be active or disabled"}
+	}
+	return nil
+}
+
+// ValidateURL accepts absolute http(s) URLs with a host and no credentials.
+// Whether the host may be reached is decided at delivery time (SSRF guard).
+func ValidateURL(raw string) error {
+	if raw == "" {
+		return &ValidationError{"url", "is required"}
+	}
+	if len(raw) > maxURLLen {
+		return &ValidationError{"url", "is too long"}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return &ValidationError{"url", "is not a valid URL"}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return &ValidationError{"url", "scheme must be http or https"}
+	}
+	if u.Hostname() == "" {
+		return &ValidationError{"url", "must have a host"}
+	}
+	if u.User != nil {
+		return &ValidationError{"url", "must not carry credentials"}
+	}
+	return nil
+}
+
+// ValidateSecret accepts whsec_ followed by base64 of 24 to 64 bytes.
+func ValidateSecret(s string) error {
+	raw, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok {
+		return &ValidationError{"secret", "must start with " + SecretPrefix}
+	}
+	key, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return &ValidationError{"secret", "must be base64 after " + SecretPrefix}
+	}
+	if len(key) < 24 || len(key) > 64 {
+		return &ValidationError{"secret", "key must be 24 to 64 bytes"}
+	}
+	return nil
+}
+
+// NewSecret generates a random whsec_ secret of 32 bytes.
+func NewSecret() string {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand.Read never fails on supported platforms
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key)
+}

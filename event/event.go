@@ -1,0 +1,203 @@
+// Package event defines the records Laneway moves through Kafka: the event
+// envelope producers publish, the per-endpoint delivery that the fan-out stage
+// writes, and the dead letter that ends a delivery that could not be made.
+//
+// All three are JSON so that producers, operators and tools such as kcat can
+// read and write them without a schema registry.
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Limits on envelope fields. They keep one bad producer from filling memory or
+// the topic with records no receiver could use.
+const (
+	MaxEnvelopeBytes = 256 << 10 // whole record value
+	MaxFieldLen      = 256       // id, type, tenant, entity
+)
+
+// Envelope is the value of a record on the events topic and the body of
+// POST /v1/events. The record key is Entity.
+type Envelope struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Tenant     string          `json:"tenant"`
+	Entity     string          `json:"entity"`
+	Revision   int64           `json:"revision"`
+	Coalesce   bool            `json:"coalesce,omitempty"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	Data       json.RawMessage `json:"data,omitempty"`
+}
+
+// InvalidError says why an envelope was refused. Its text is safe to return
+// to the producer and to store as a dead letter's reason detail.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return "invalid event: " + e.Reason }
+
+func invalid(format string, args ...any) error {
+	return &InvalidError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// IsInvalid reports whether err is an *InvalidError.
+func IsInvalid(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie)
+}
+
+// ParseEnvelope decodes and validates an envelope. A missing id is generated
+// and a missing occurred_at is set to now, so the returned envelope is
+// complete and can be re-encoded as is.
+func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
+	var env Envelope
+	if len(raw) > MaxEnvelopeBytes {
+		return env, invalid("event is %d bytes, the limit is %d", len(raw), MaxEnvelopeBytes)
+	}
+	if !utf8.Valid(raw) {
+		return env, invalid("event is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return env, invalid("malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return env, invalid("trailing data after the JSON object")
+	}
+	if env.ID == "" {
+		env.ID = uuid.NewString()
+	}
+	if env.OccurredAt.IsZero() {
+		env.OccurredAt = now.UTC()
+	}
+	return env, env.Validate()
+}
+
+// Validate checks the fields every envelope needs.
+func (e *Envelope) Validate() error {
+	for _, f := range []struct{ name, value string }{
+		{"id", e.ID}, {"type", e.Type}, {"tenant", e.Tenant}, {"entity", e.Entity},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return invalid("%s is required", f.name)
+		}
+		if len(f.value) > MaxFieldLen {
+			return invalid("%s is longer than %d bytes", f.name, MaxFieldLen)
+		}
+	}
+	if e.Revision < 0 {
+		return invalid("revision must not be negative")
+	}
+	if len(e.Data) > 0 && !json.Valid(e.Data) {
+		return invalid("data is not valid JSON")
+	}
+	return nil
+}
+
+// Delivery is one (event, endpoint) pair: the value of a record on
+// laneway.deliveries (key = endpoint id), and later on laneway.parked.
+type Delivery struct {
+	EventID    string          `json:"event_id"`
+	EndpointID string          `json:"endpoint_id"`
+	Tenant     string          `json:"tenant"`
+	Type       string          `json:"type"`
+	Entity     string          `json:"entity"`
+	Revision   int64           `json:"revision"`
+	Coalesce   bool            `json:"coalesce,omitempty"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	Data       json.RawMessage `json:"data,omitempty"`
+
+	// CreatedAt is when the delivery was first written (fan-out time); the
+	// 72 h age limit counts from here.
+	CreatedAt time.Time `json:"created_at"`
+	// Attempts already made (non-zero for redriven or parked deliveries).
+	Attempts int `json:"attempts,omitempty"`
+	// NotBefore delays the next attempt (retry backoff carried across parking).
+	NotBefore time.Time `json:"not_before,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// NewDelivery builds the delivery of env to one endpoint.
+func NewDelivery(env Envelope, endpointID string, now time.Time) Delivery {
+	return Delivery{
+		EventID: env.ID, EndpointID: endpointID, Tenant: env.Tenant, Type: env.Type,
+		Entity: env.Entity, Revision: env.Revision, Coalesce: env.Coalesce,
+		OccurredAt: env.OccurredAt, Data: env.Data, CreatedAt: now.UTC(),
+	}
+}
+
+// ParseDelivery decodes a delivery record value.
+func ParseDelivery(raw []byte) (Delivery, error) {
+	var d Delivery
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return d, invalid("malformed delivery: %v", err)
+	}
+	if d.EventID == "" || d.EndpointID == "" || d.Entity == "" {
+		return d, invalid("delivery lacks event_id, endpoint_id or entity")
+	}
+	return d, nil
+}
+
+// Payload is the body POSTed to the receiver (the delivery contract).
+type Payload struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Timestamp time.Time       `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+	Entity    PayloadEntity   `json:"entity"`
+}
+
+// PayloadEntity carries the entity id and revision so receivers can drop
+// stale updates.
+type PayloadEntity struct {
+	ID       string `json:"id"`
+	Revision int64  `json:"revision"`
+}
+
+// Body renders the payload the receiver gets for this delivery.
+func (d *Delivery) Body() ([]byte, error) {
+	data := d.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	return json.Marshal(Payload{
+		ID: d.EventID, Type: d.Type, Timestamp: d.OccurredAt, Data: data,
+		Entity: PayloadEntity{ID: d.Entity, Revision: d.Revision},
+	})
+}
+
+// Dead-letter reasons.
+const (
+	ReasonInvalidEvent     = "invalid_event"
+	ReasonMaxAttempts      = "max_attempts"
+	ReasonMaxAge           = "max_age"
+	ReasonGone             = "gone"           // 410 from the receiver
+	ReasonTooLarge         = "payload_too_large" // 413 from the receiver
+	ReasonEndpointDisabled = "endpoint_disabled"
+	ReasonEndpointDeleted  = "endpoint_deleted"
+	ReasonInvalidDelivery  = "invalid_delivery"
+)
+
+// DeadLetter is the value of a record on laneway.dead (key = endpoint id, or
+// the original key for invalid events). It keeps everything needed to redrive.
+type DeadLetter struct {
+	ID         string    `json:"id"`
+	Reason     string    `json:"reason"`
+	Detail     string    `json:"detail,omitempty"`
+	DeadAt     time.Time `json:"dead_at"`
+	EndpointID string    `json:"endpoint_id,omitempty"`
+	Delivery   *Delivery `json:"delivery,omitempty"`
+	// Raw holds the original record value when it could not be parsed.
+	Raw []byte `json:"raw,omitempty"`
+	// Source says where the raw record came from, as topic/partition/offset.
+	Source string `json:"source,omitempty"`
+}
