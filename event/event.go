@@ -180,7 +180,7 @@ const (
 	ReasonInvalidEvent     = "invalid_event"
 	ReasonMaxAttempts      = "max_attempts"
 	ReasonMaxAge           = "max_age"
-	ReasonGone             = "gone"           // 410 from the receiver
+	ReasonGone             = "gone"              // 410 from the receiver
 	ReasonTooLarge         = "payload_too_large" // 413 from the receiver
 	ReasonEndpointDisabled = "endpoint_disabled"
 	ReasonEndpointDeleted  = "endpoint_deleted"
