@@ -1,0 +1,109 @@
+// Package embedded runs the in-process Kafka (franz-go's kfake) and Redis
+// (miniredis) that `laneway serve` uses when no brokers or Redis URL are
+// configured, so a newcomer needs nothing installed. Both listen on real TCP
+// addresses, so any Kafka or Redis client can talk to them.
+package embedded
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// KafkaConfig configures the in-process Kafka.
+type KafkaConfig struct {
+	// Addr is the listen address. Default "127.0.0.1:9092"; port 0 picks one.
+	Addr string
+	// DataDir persists the cluster so a restart keeps endpoints, backlog and
+	// dead letters. Empty keeps everything in memory.
+	DataDir string
+	// Partitions is the default partition count of auto-created topics. Default 8.
+	Partitions int
+}
+
+// Kafka is a running in-process Kafka cluster of one broker.
+type Kafka struct {
+	cluster *kfake.Cluster
+	addr    string
+}
+
+// StartKafka starts the cluster and returns once it listens.
+func StartKafka(cfg KafkaConfig) (*Kafka, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:9092"
+	}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 8
+	}
+	host, port, err := splitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(port),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		// kfake binds 127.0.0.1 itself; this makes it bind the host we were given.
+		kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			_, p, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded kafka on %s: %w", cfg.Addr, err)
+	}
+	addrs := c.ListenAddrs()
+	if len(addrs) == 0 {
+		c.Close()
+		return nil, fmt.Errorf("embedded kafka has no listener")
+	}
+	return &Kafka{cluster: c, addr: addrs[0]}, nil
+}
+
+// Addr is the bootstrap address clients should use.
+func (k *Kafka) Addr() string { return k.addr }
+
+// Stop closes the cluster, flushing its data dir.
+func (k *Kafka) Stop() { k.cluster.Close() }
+
+// Redis is a running in-process Redis.
+type Redis struct{ srv *miniredis.Miniredis }
+
+// StartRedis starts an in-process Redis on addr ("127.0.0.1:0" picks a port).
+func StartRedis(addr string) (*Redis, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	srv := miniredis.NewMiniRedis()
+	if err := srv.StartAddr(addr); err != nil {
+		return nil, fmt.Errorf("start embedded redis on %s: %w", addr, err)
+	}
+	return &Redis{srv: srv}, nil
+}
+
+// URL is the redis:// URL clients should use.
+func (r *Redis) URL() string { return "redis://" + r.srv.Addr() + "/0" }
+
+// Stop closes the server.
+func (r *Redis) Stop() { r.srv.Close() }
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("embedded kafka address %q: %w", addr, err)
+	}
+	port, err := net.LookupPort("tcp", p)
+	if err != nil {
+		return "", 0, fmt.Errorf("embedded kafka port %q: %w", p, err)
+	}
+	return host, port, nil
+}

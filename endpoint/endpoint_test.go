@@ -1,0 +1,79 @@
+package endpoint
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func valid() Endpoint {
+	return Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://hooks.example.com/x", MaxConcurrency: 4,
+		Status: StatusActive, Secrets: []Secret{{Value: NewSecret()}}}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Endpoint)
+		field  string
+	}{
+		{"ok", func(*Endpoint) {}, ""},
+		{"no tenant", func(e *Endpoint) { e.Tenant = " " }, "tenant"},
+		{"ftp scheme", func(e *Endpoint) { e.URL = "ftp://example.com" }, "url"},
+		{"relative url", func(e *Endpoint) { e.URL = "/hooks" }, "url"},
+		{"no host", func(e *Endpoint) { e.URL = "https://" }, "url"},
+		{"credentials", func(e *Endpoint) { e.URL = "https://u:p@example.com" }, "url"},
+		{"concurrency 0", func(e *Endpoint) { e.MaxConcurrency = 0 }, "max_concurrency"},
+		{"concurrency 1001", func(e *Endpoint) { e.MaxConcurrency = 1001 }, "max_concurrency"},
+		{"concurrency 1000", func(e *Endpoint) { e.MaxConcurrency = 1000 }, ""},
+		{"empty type", func(e *Endpoint) { e.EventTypes = []string{""} }, "event_types"},
+		{"bad secret prefix", func(e *Endpoint) { e.Secrets = []Secret{{Value: "abc"}} }, "secret"},
+		{"short secret", func(e *Endpoint) { e.Secrets = []Secret{{Value: "whsec_YWJj"}} }, "secret"},
+		{"bad status", func(e *Endpoint) { e.Status = "sleepy" }, "status"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := valid()
+			c.mutate(&e)
+			err := e.Validate()
+			var ve *ValidationError
+			switch {
+			case c.field == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case c.field != "" && (!errors.As(err, &ve) || ve.Field != c.field):
+				t.Fatalf("error %v, want a %s validation error", err, c.field)
+			}
+		})
+	}
+}
+
+func TestSubscribes(t *testing.T) {
+	e := valid()
+	if !e.Subscribes("acme", "anything") {
+		t.Error("empty event_types must match every type")
+	}
+	e.EventTypes = []string{"order.updated"}
+	if !e.Subscribes("acme", "order.updated") || e.Subscribes("acme", "payment.approved") || e.Subscribes("other", "order.updated") {
+		t.Error("type or tenant filter wrong")
+	}
+	e.Status = StatusDisabled
+	if e.Subscribes("acme", "order.updated") {
+		t.Error("a disabled endpoint must not subscribe")
+	}
+}
+
+func TestSigningSecretsDropExpired(t *testing.T) {
+	now := time.Now()
+	e := Endpoint{Secrets: []Secret{{Value: "new"}, {Value: "old", ExpiresAt: now.Add(time.Hour)}, {Value: "gone", ExpiresAt: now.Add(-time.Second)}}}
+	if got := strings.Join(e.SigningSecrets(now), ","); got != "new,old" {
+		t.Errorf("secrets = %s", got)
+	}
+}
+
+func TestNewSecretIsValidAndRandom(t *testing.T) {
+	a, b := NewSecret(), NewSecret()
+	if err := ValidateSecret(a); err != nil || a == b {
+		t.Fatalf("NewSecret: %v (%s vs %s)", err, a, b)
+	}
+}

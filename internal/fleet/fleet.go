@@ -1,0 +1,184 @@
+// Package fleet is a recording fleet of webhook receivers for tests and
+// benchmarks: one HTTP server whose path /ep/{n} plays endpoint n. It
+// verifies every signature with the official Standard Webhooks library,
+// measures each endpoint's concurrency and records what arrived, in order.
+package fleet
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// Receipt is one delivery as the receiver saw it.
+type Receipt struct {
+	MsgID    string
+	Entity   string
+	Revision int64
+	At       time.Time
+	Data     json.RawMessage
+}
+
+// Behavior decides how an endpoint answers; nil answers 204 at once.
+type Behavior func(w http.ResponseWriter, r *http.Request, attempt int)
+
+// Fleet is the receiver fleet.
+type Fleet struct {
+	srv *http.Server
+	ln  net.Listener
+
+	mu        sync.Mutex
+	endpoints map[int]*Endpoint
+	notify    chan struct{}
+	total     atomic.Int64
+}
+
+// Endpoint is one receiver's state.
+type Endpoint struct {
+	N        int
+	verifier *standardwebhooks.Webhook
+	behavior Behavior
+
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
+	badSigs     atomic.Int64
+
+	mu       sync.Mutex
+	receipts []Receipt
+	attempts map[string]int
+}
+
+// Start listens on a loopback port.
+func Start() (*Fleet, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{ln: ln, endpoints: map[int]*Endpoint{}, notify: make(chan struct{}, 1)}
+	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = f.srv.Serve(ln) }()
+	return f, nil
+}
+
+// Close stops the server.
+func (f *Fleet) Close() { _ = f.srv.Close() }
+
+// URL of endpoint n.
+func (f *Fleet) URL(n int) string { return "http://" + f.ln.Addr().String() + "/ep/" + strconv.Itoa(n) }
+
+// Add registers endpoint n with the secret its deliveries are signed with.
+func (f *Fleet) Add(n int, secret string, b Behavior) (*Endpoint, error) {
+	v, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return nil, err
+	}
+	ep := &Endpoint{N: n, verifier: v, behavior: b, attempts: map[string]int{}}
+	f.mu.Lock()
+	f.endpoints[n] = ep
+	f.mu.Unlock()
+	return ep, nil
+}
+
+// Total is the number of accepted deliveries across the fleet.
+func (f *Fleet) Total() int64 { return f.total.Load() }
+
+// Changed is signalled (coalesced) after every accepted delivery, so tests
+// can wait on progress with a deadline instead of sleeping.
+func (f *Fleet) Changed() <-chan struct{} { return f.notify }
+
+func (f *Fleet) serve(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/ep/"))
+	f.mu.Lock()
+	ep := f.endpoints[n]
+	f.mu.Unlock()
+	if err != nil || ep == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if ep.handle(w, r) {
+		f.total.Add(1)
+		select {
+		case f.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handle answers one request and reports whether it counted as delivered.
+func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
+	cur := ep.inFlight.Add(1)
+	defer ep.inFlight.Add(-1)
+	for {
+		old := ep.maxInFlight.Load()
+		if cur <= old || ep.maxInFlight.CompareAndSwap(old, cur) {
+			break
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return false
+	}
+	if err := ep.verifier.Verify(body, r.Header); err != nil {
+		ep.badSigs.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+		return false
+	}
+	var p struct {
+		Entity struct {
+			ID       string `json:"id"`
+			Revision int64  `json:"revision"`
+		} `json:"entity"`
+		Data json.RawMessage `json:"data"`
+	}
+	_ = json.Unmarshal(body, &p)
+	msgID := r.Header.Get("webhook-id")
+	ep.mu.Lock()
+	ep.attempts[msgID]++
+	attempt := ep.attempts[msgID]
+	ep.mu.Unlock()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusNoContent}
+	if ep.behavior != nil {
+		ep.behavior(rec, r, attempt)
+	} else {
+		w.WriteHeader(http.StatusNoContent)
+	}
+	if rec.status < 200 || rec.status > 299 {
+		return false
+	}
+	ep.mu.Lock()
+	ep.receipts = append(ep.receipts, Receipt{MsgID: msgID, Entity: p.Entity.ID, Revision: p.Entity.Revision, At: time.Now(), Data: p.Data})
+	ep.mu.Unlock()
+	return true
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Receipts returns a copy of what the endpoint accepted, in arrival order.
+func (ep *Endpoint) Receipts() []Receipt {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return append([]Receipt(nil), ep.receipts...)
+}
+
+// MaxInFlight is the highest number of concurrent requests seen.
+func (ep *Endpoint) MaxInFlight() int64 { return ep.maxInFlight.Load() }
+
+// BadSignatures counts requests whose signature did not verify.
+func (ep *Endpoint) BadSignatures() int64 { return ep.badSigs.Load() }

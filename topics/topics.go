@@ -1,0 +1,145 @@
+// Package topics names Laneway's Kafka topics and creates them with the
+// partition counts and retention each one needs.
+package topics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Config names the topics and sizes them. Zero values take the defaults.
+type Config struct {
+	// Events is the topic producers publish to. Default "laneway.events".
+	Events string
+	// Deliveries holds one record per (event, endpoint). Default "laneway.deliveries".
+	Deliveries string
+	// Parked holds the backlog of lanes that cannot keep up. Default "laneway.parked".
+	Parked string
+	// Dead holds dead letters. Default "laneway.dead".
+	Dead string
+	// Endpoints is the compacted endpoint config topic. Default "laneway.endpoints".
+	Endpoints string
+
+	// Partitions of events, deliveries and parked (parked must match
+	// deliveries: partition p of both belongs to one instance). Default 8.
+	Partitions int32
+	// ReplicationFactor of every topic; -1 takes the broker default. Default -1.
+	ReplicationFactor int16
+	// EventsRetention is how long events stay replayable and searchable
+	// (reconciliation API). Default 30 days.
+	EventsRetention time.Duration
+	// DeliveriesRetention bounds how long an undelivered backlog may wait in
+	// deliveries and parked; it must exceed the 72 h delivery age limit.
+	// Default 7 days.
+	DeliveriesRetention time.Duration
+	// DeadRetention is how long dead letters stay redrivable. Default 30 days.
+	DeadRetention time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	setString(&c.Events, "laneway.events")
+	setString(&c.Deliveries, "laneway.deliveries")
+	setString(&c.Parked, "laneway.parked")
+	setString(&c.Dead, "laneway.dead")
+	setString(&c.Endpoints, "laneway.endpoints")
+	if c.Partitions <= 0 {
+		c.Partitions = 8
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	setDuration(&c.EventsRetention, 30*24*time.Hour)
+	setDuration(&c.DeliveriesRetention, 7*24*time.Hour)
+	setDuration(&c.DeadRetention, 30*24*time.Hour)
+	return c
+}
+
+func setString(s *string, def string) {
+	if *s == "" {
+		*s = def
+	}
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+type spec struct {
+	name       string
+	partitions int32
+	configs    map[string]*string
+}
+
+func (c Config) specs() []spec {
+	retention := func(d time.Duration) map[string]*string {
+		ms := strconv.FormatInt(d.Milliseconds(), 10)
+		return map[string]*string{"retention.ms": &ms}
+	}
+	compact := "compact"
+	return []spec{
+		{c.Events, c.Partitions, retention(c.EventsRetention)},
+		{c.Deliveries, c.Partitions, retention(c.DeliveriesRetention)},
+		{c.Parked, c.Partitions, retention(c.DeliveriesRetention)},
+		{c.Dead, c.Partitions, retention(c.DeadRetention)},
+		// One partition keeps every config change in one total order.
+		{c.Endpoints, 1, map[string]*string{"cleanup.policy": &compact}},
+	}
+}
+
+// Ensure creates every missing topic. Existing topics are left as they are,
+// but a deliveries/parked partition mismatch is an error because parking
+// relies on partition p of both belonging to the same owner.
+func Ensure(ctx context.Context, adm *kadm.Client, c Config) error {
+	c = c.WithDefaults()
+	for _, s := range c.specs() {
+		resp, err := adm.CreateTopic(ctx, s.partitions, c.ReplicationFactor, s.configs, s.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", s.name, err)
+		}
+	}
+	return checkParkedMatchesDeliveries(ctx, adm, c)
+}
+
+// checkParkedMatchesDeliveries also waits until freshly created topics show
+// up in metadata with their partitions, so callers can produce right away.
+func checkParkedMatchesDeliveries(ctx context.Context, adm *kadm.Client, c Config) error {
+	var details kadm.TopicDetails
+	for {
+		var err error
+		details, err = adm.ListTopics(ctx, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints)
+		if err == nil && allHavePartitions(details) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for topics to appear: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	d, p := len(details[c.Deliveries].Partitions), len(details[c.Parked].Partitions)
+	if d != p {
+		return fmt.Errorf("topic %s has %d partitions but %s has %d: they must match", c.Deliveries, d, c.Parked, p)
+	}
+	return nil
+}
+
+func allHavePartitions(details kadm.TopicDetails) bool {
+	for _, d := range details {
+		if d.Err != nil || len(d.Partitions) == 0 {
+			return false
+		}
+	}
+	return len(details) > 0
+}
