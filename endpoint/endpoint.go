@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -124,6 +125,11 @@ func ValidateURL(raw string) error {
 	}
 	if u.Hostname() == "" {
 		return &ValidationError{"url", "must have a host"}
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return &ValidationError{"url", "port must be between 1 and 65535"}
+		}
 	}
 	if u.User != nil {
 		return &ValidationError{"url", "must not carry credentials"}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -70,7 +71,7 @@ func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
 	if err := dec.Decode(&env); err != nil {
 		return env, invalid("malformed JSON: %v", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return env, invalid("trailing data after the JSON object")
 	}
 	if env.ID == "" {

@@ -1,0 +1,219 @@
+// Package api is Laneway's HTTP API: endpoint management under /v1/endpoints,
+// event ingest at POST /v1/events, and the unauthenticated probes /healthz,
+// /readyz and /metrics.
+//
+// The package holds no state of its own. Endpoint config lives behind an
+// EndpointStore (the compacted laneway.endpoints topic), accepted events go to
+// a Publisher (the events topic), and ingest idempotency keys live in Redis,
+// which holds no truth: losing them can cause a duplicate publish, never a
+// lost event.
+//
+// The server is an http.Handler; the caller owns the http.Server, its
+// timeouts and its shutdown.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/event"
+)
+
+// EndpointStore is the endpoint config the API reads and changes.
+type EndpointStore interface {
+	// Get returns the endpoint with this id, if any.
+	Get(id string) (endpoint.Endpoint, bool)
+	// List returns every endpoint, sorted by id.
+	List() []endpoint.Endpoint
+	// Put stores e durably; when it returns nil, Get sees the new value.
+	Put(ctx context.Context, e endpoint.Endpoint) error
+	// Delete removes the endpoint durably.
+	Delete(ctx context.Context, id string) error
+}
+
+// Publisher writes accepted events to the events topic.
+type Publisher interface {
+	// Publish produces env to the events topic keyed by env.Entity with
+	// acks=all and returns where it landed.
+	Publish(ctx context.Context, env event.Envelope) (partition int32, offset int64, err error)
+}
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultIdempotencyTTL = 24 * time.Hour
+	// DefaultMaxBodyBytes leaves slack above the envelope limit so that an
+	// event slightly too large is read whole and refused with the precise
+	// reason from event.ParseEnvelope rather than a generic 413.
+	DefaultMaxBodyBytes = event.MaxEnvelopeBytes + 64<<10
+)
+
+// Config configures a Server.
+type Config struct {
+	// Endpoints stores endpoint config. Required.
+	Endpoints EndpointStore
+
+	// Publisher receives the events accepted by POST /v1/events. Required.
+	Publisher Publisher
+
+	// Redis keeps ingest idempotency keys. Default: nil, meaning no
+	// deduplication: every accepted request is published.
+	Redis redis.UniversalClient
+
+	// AdminToken is the bearer token every /v1/ route requires. Default: "",
+	// meaning no authentication (for local use only).
+	AdminToken string
+
+	// IdempotencyTTL is how long the result of an ingest request is kept for
+	// replay. Default: DefaultIdempotencyTTL (24h).
+	IdempotencyTTL time.Duration
+
+	// MaxBodyBytes caps request bodies; larger ones get 413.
+	// Default: DefaultMaxBodyBytes (event.MaxEnvelopeBytes + 64 KiB).
+	MaxBodyBytes int64
+
+	// Ready reports whether the process can serve traffic, for /readyz.
+	// Default: nil, meaning always ready.
+	Ready func(ctx context.Context) error
+
+	// Metrics is served at GET /metrics without authentication so that
+	// Prometheus can scrape it. Default: nil, meaning no /metrics route.
+	Metrics http.Handler
+
+	// Logger receives errors, recovered panics and a Debug access log.
+	// Secrets and payloads are never logged. Default: slog.Default().
+	Logger *slog.Logger
+
+	// Now is the clock for timestamps. Default: time.Now.
+	Now func() time.Time
+
+	// NewID returns the random part of new endpoint ids ("ep_" + NewID()).
+	// Default: uuid.NewString.
+	NewID func() string
+}
+
+// Server is the HTTP API. Create it with New; it is safe for concurrent use.
+type Server struct {
+	endpoints EndpointStore
+	publisher Publisher
+	redis     redis.UniversalClient
+	tokenHash [sha256.Size]byte // of AdminToken; compared in constant time
+	auth      bool
+	ttl       time.Duration
+	maxBody   int64
+	ready     func(context.Context) error
+	logger    *slog.Logger
+	now       func() time.Time
+	newID     func() string
+	handler   http.Handler
+
+	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
+	// in this process, so that two concurrent PATCHes do not lose one
+	// another's changes. The store has no compare-and-set, so writes from
+	// different instances can still race; endpoint changes are rare admin
+	// operations and the last write wins.
+	writeMu sync.Mutex
+}
+
+// New checks cfg, fills in defaults and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Server{
+		endpoints: cfg.Endpoints,
+		publisher: cfg.Publisher,
+		redis:     cfg.Redis,
+		tokenHash: sha256.Sum256([]byte(cfg.AdminToken)),
+		auth:      cfg.AdminToken != "",
+		ttl:       cfg.IdempotencyTTL,
+		maxBody:   cfg.MaxBodyBytes,
+		ready:     cfg.Ready,
+		logger:    cfg.Logger,
+		now:       cfg.Now,
+		newID:     cfg.NewID,
+	}
+	// The access log wraps the panic handler so that a recovered panic is
+	// logged with the 500 it produced.
+	s.handler = s.accessLog(s.recoverPanics(s.routes(cfg.Metrics)))
+	return s, nil
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Endpoints == nil:
+		return errors.New("api: Config.Endpoints is required")
+	case c.Publisher == nil:
+		return errors.New("api: Config.Publisher is required")
+	case c.IdempotencyTTL < 0:
+		return errors.New("api: Config.IdempotencyTTL must not be negative")
+	case c.MaxBodyBytes < 0:
+		return errors.New("api: Config.MaxBodyBytes must not be negative")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Ready == nil {
+		c.Ready = func(context.Context) error { return nil }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewID == nil {
+		c.NewID = uuid.NewString
+	}
+}
+
+// Handler returns the http.Handler serving every route.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes(metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	// Authentication is attached per route rather than by path prefix so
+	// that no /v1 handler can be reached without it, whatever the path
+	// cleaning does.
+	v1 := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.requireToken(h)) }
+	v1("POST /v1/endpoints", s.createEndpoint)
+	v1("GET /v1/endpoints", s.listEndpoints)
+	v1("GET /v1/endpoints/{id}", s.getEndpoint)
+	v1("PATCH /v1/endpoints/{id}", s.patchEndpoint)
+	v1("DELETE /v1/endpoints/{id}", s.deleteEndpoint)
+	v1("POST /v1/events", s.ingestEvent)
+	return jsonMisses(mux)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.ready(r.Context()); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/laneway/laneway/endpoint"
+)
+
+// endpointJSON is an endpoint as the API shows it. It is separate from
+// endpoint.Endpoint so that secrets appear only in the create response and
+// every field is always present.
+type endpointJSON struct {
+	ID             string    `json:"id"`
+	Tenant         string    `json:"tenant"`
+	URL            string    `json:"url"`
+	EventTypes     []string  `json:"event_types"`
+	MaxConcurrency int       `json:"max_concurrency"`
+	Status         string    `json:"status"`
+	Paused         bool      `json:"paused"`
+	DisabledReason string    `json:"disabled_reason"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	Secret         string    `json:"secret,omitempty"`
+}
+
+func toJSON(e endpoint.Endpoint) endpointJSON {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{} // [] rather than null: "every type" reads the same either way
+	}
+	return endpointJSON{
+		ID: e.ID, Tenant: e.Tenant, URL: e.URL, EventTypes: types,
+		MaxConcurrency: e.MaxConcurrency, Status: e.Status, Paused: e.Paused,
+		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+}
+
+// createRequest is the body of POST /v1/endpoints. Pointers tell an absent
+// field (take the default) from a given one (validate it).
+type createRequest struct {
+	Tenant         string   `json:"tenant"`
+	URL            string   `json:"url"`
+	EventTypes     []string `json:"event_types"`
+	MaxConcurrency *int     `json:"max_concurrency"`
+	Secret         *string  `json:"secret"`
+}
+
+func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
+	e := endpoint.Endpoint{
+		ID: id, Tenant: c.Tenant, URL: c.URL, EventTypes: c.EventTypes,
+		MaxConcurrency: endpoint.DefaultMaxConcurrency, Status: endpoint.StatusActive,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if c.MaxConcurrency != nil {
+		e.MaxConcurrency = *c.MaxConcurrency
+	}
+	secret := endpoint.NewSecret()
+	if c.Secret != nil {
+		secret = *c.Secret // checked with endpoint.ValidateSecret by Validate
+	}
+	e.Secrets = []endpoint.Secret{{Value: secret}}
+	return e
+}
+
+func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req createRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	e := req.endpoint("ep_"+s.newID(), s.now().UTC())
+	if err := e.Validate(); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	if _, exists := s.endpoints.Get(e.ID); exists {
+		// Put would silently replace another endpoint; only a broken NewID
+		// can get here.
+		writeError(w, http.StatusInternalServerError, "generated endpoint id is already in use")
+		return
+	}
+	if !s.put(w, r, e) {
+		return
+	}
+	out := toJSON(e)
+	out.Secret = e.Secrets[0].Value // shown once: the client must keep it
+	w.Header().Set("Location", "/v1/endpoints/"+e.ID)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// put stores e, answering 503 itself when the store fails.
+func (s *Server) put(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint) bool {
+	if err := s.endpoints.Put(r.Context(), e); err != nil {
+		s.logger.ErrorContext(r.Context(), "api: storing endpoint failed", "endpoint_id", e.ID, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "could not store the endpoint, retry: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
+	tenant := r.URL.Query().Get("tenant")
+	data := []endpointJSON{}
+	for _, e := range s.endpoints.List() {
+		if tenant == "" || e.Tenant == tenant {
+			data = append(data, toJSON(e))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": data})
+}
+
+func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.endpoints.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "endpoint not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(e))
+}
+
+// optional is a PATCH field. Set tells an absent field (leave unchanged)
+// from a present one, and Null tells an explicit null from a value.
+type optional[T any] struct {
+	Set, Null bool
+	Value     T
+}
+
+// UnmarshalJSON is called only for fields present in the body, including
+// null ones, which is what makes Set meaningful.
+func (o *optional[T]) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if string(b) == "null" {
+		o.Null = true
+		return nil
+	}
+	return json.Unmarshal(b, &o.Value)
+}
+
+// patchRequest is the body of PATCH /v1/endpoints/{id}. Secrets are not
+// changed here: an unknown field, so a 400.
+type patchRequest struct {
+	Tenant         optional[string]   `json:"tenant"`
+	URL            optional[string]   `json:"url"`
+	EventTypes     optional[[]string] `json:"event_types"`
+	MaxConcurrency optional[int]      `json:"max_concurrency"`
+	Status         optional[string]   `json:"status"`
+}
+
+// apply changes e as the patch says. Null clears event_types (every type);
+// for the other fields null has no meaning and is refused.
+func (p *patchRequest) apply(e *endpoint.Endpoint) error {
+	if p.Tenant.Set && (p.Tenant.Null || p.Tenant.Value != e.Tenant) {
+		// Tenant scopes subscriptions and idempotency keys; moving an
+		// endpoint between tenants would silently re-route their events.
+		return &endpoint.ValidationError{Field: "tenant", Reason: "cannot be changed"}
+	}
+	for _, f := range []struct {
+		name string
+		null bool
+	}{{"url", p.URL.Null}, {"max_concurrency", p.MaxConcurrency.Null}, {"status", p.Status.Null}} {
+		if f.null {
+			return &endpoint.ValidationError{Field: f.name, Reason: "must not be null"}
+		}
+	}
+	if p.URL.Set {
+		e.URL = p.URL.Value
+	}
+	if p.EventTypes.Set {
+		e.EventTypes = p.EventTypes.Value
+	}
+	if p.MaxConcurrency.Set {
+		e.MaxConcurrency = p.MaxConcurrency.Value
+	}
+	if p.Status.Set {
+		e.Status = p.Status.Value
+		if e.Status == endpoint.StatusActive {
+			e.DisabledReason = "" // re-enabled: the old reason no longer holds
+		}
+	}
+	return nil
+}
+
+func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var p patchRequest
+	if err := decodeStrict(body, &p); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	e, ok := s.endpoints.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "endpoint not found")
+		return
+	}
+	if err := p.apply(&e); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	if err := e.Validate(); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	e.UpdatedAt = s.now().UTC()
+	if s.put(w, r, e) {
+		writeJSON(w, http.StatusOK, toJSON(e))
+	}
+}
+
+func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, ok := s.endpoints.Get(id); !ok {
+		writeError(w, http.StatusNotFound, "endpoint not found")
+		return
+	}
+	if err := s.endpoints.Delete(r.Context(), id); err != nil {
+		s.logger.ErrorContext(r.Context(), "api: deleting endpoint failed", "endpoint_id", id, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,268 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"reflect"
+	"runtime/debug"
+	"strings"
+
+	"github.com/laneway/laneway/endpoint"
+)
+
+// errorBody is the JSON every error response carries. Field names the input
+// at fault when there is one; Reason is the bare cause of an invalid event.
+type errorBody struct {
+	Error  string `json:"error"`
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":"could not encode the response"}`)
+	}
+	writeRawJSON(w, status, body)
+}
+
+func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n')) // a failed write means the client left
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// writeInvalid answers 400 for a refused input, naming the field when the
+// error says which one.
+func writeInvalid(w http.ResponseWriter, err error) {
+	body := errorBody{Error: err.Error()}
+	var ve *endpoint.ValidationError
+	if errors.As(err, &ve) {
+		body.Field = ve.Field
+	}
+	writeJSON(w, http.StatusBadRequest, body)
+}
+
+// readBody reads a JSON request body within the size limit. It answers the
+// request itself and returns false when the body cannot be used.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "could not read the request body")
+		return nil, false
+	}
+	return body, true
+}
+
+// isJSON accepts a missing Content-Type (curl -d aside, most clients that
+// omit it send JSON) and any JSON media type, including merge-patch+json.
+func isJSON(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// decodeStrict decodes exactly one JSON object into v, refusing unknown
+// fields so that a typo ("max_concurency") is an error rather than a silent
+// default.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	// Token, unlike More, also catches a stray '}' or ']' after the object.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &endpoint.ValidationError{Field: "body", Reason: "has data after the JSON object"}
+	}
+	return nil
+}
+
+// decodeError turns an encoding/json error into a message a client can act
+// on, naming the field when there is one.
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if typeErr.Field == "" {
+			return &endpoint.ValidationError{Field: "body", Reason: "must be a JSON object"}
+		}
+		return &endpoint.ValidationError{Field: typeErr.Field, Reason: fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type), typeErr.Value)}
+	}
+	// encoding/json has no typed error for unknown fields; its text is
+	// `json: unknown field "name"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return &endpoint.ValidationError{Field: name, Reason: "is not a known field"}
+	}
+	if errors.Is(err, io.EOF) {
+		return errors.New("request body is empty")
+	}
+	return fmt.Errorf("malformed JSON: %v", err)
+}
+
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array"
+	}
+	return t.String()
+}
+
+// requireToken refuses requests without the admin bearer token. Both sides
+// are hashed before the constant-time compare so that the token's length does
+// not leak either.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth && !s.validToken(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="laneway"`)
+			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) validToken(header string) bool {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) == 1
+}
+
+// jsonMisses answers unknown routes (404) and wrong methods (405) with JSON
+// instead of the mux's plain text, keeping the mux's Allow header.
+func jsonMisses(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r) // ServeHTTP, not h, so that PathValue is set
+			return
+		}
+		probe := &statusProbe{header: w.Header()}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		writeError(w, http.StatusNotFound, "not found")
+	})
+}
+
+// statusProbe records the status a handler chose and discards its body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// recordingWriter remembers the status and size of a response for the
+// access log and for the panic handler.
+type recordingWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *recordingWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func record(w http.ResponseWriter) *recordingWriter {
+	if rw, ok := w.(*recordingWriter); ok {
+		return rw
+	}
+	return &recordingWriter{ResponseWriter: w}
+}
+
+// recoverPanics turns a panicking handler into a logged 500 instead of a
+// dropped connection. http.ErrAbortHandler keeps its meaning.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rw := record(w)
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { // the documented way to abort a response
+				panic(v)
+			}
+			s.logger.ErrorContext(r.Context(), "api: handler panicked",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			if rw.status == 0 { // too late for a status once one was sent
+				writeError(rw, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// accessLog logs one Debug line per request: method, path, status, size and
+// duration. Never headers, query strings or bodies, which may hold secrets.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.logger.Enabled(r.Context(), slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := s.now()
+		rw := record(w)
+		next.ServeHTTP(rw, r)
+		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "api: request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes),
+			slog.Duration("duration", s.now().Sub(start)))
+	})
+}
