@@ -1,0 +1,554 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/laneway/laneway/coalesce"
+)
+
+// Task is one delivery queued in, or running from, a lane.
+type Task struct {
+	Offset    int64
+	Partition int32
+	Coalesce  bool // next to Partition so both share one word
+	Entity    string
+	Revision  int64
+	// NotBefore delays the task; zero means it may start at once.
+	NotBefore time.Time
+	// EnqueuedAt feeds OldestEnqueuedAt. Tasks of one entity are expected
+	// in nondecreasing EnqueuedAt, which holds when the owner stamps them as
+	// it consumes them.
+	EnqueuedAt time.Time
+	Attempts   int // kept for the owner; the lane never reads or changes it
+	Payload    any // opaque to the lane
+
+	// next links the entity's queue. Linking through the task rather than
+	// a per-entity slice costs no allocation on Push.
+	next *Task
+}
+
+// Lane is one endpoint's queue: a FIFO per entity, at most one task in
+// flight per entity, at most maxConcurrency in flight in total, and ready
+// entities served in turn so that a hot entity cannot starve the others.
+//
+// A Task belongs to at most one lane at a time, from Push until it is
+// returned as superseded, drained, or passed to Finish.
+//
+// A Lane is not safe for concurrent use: the owner holds a mutex around
+// every call. Every operation is O(1) or O(log entities) except
+// DrainUnstarted, which is O(n log n) in what it drains.
+type Lane struct {
+	endpointID     string
+	maxConcurrency int
+
+	entities     map[string]*entityQueue
+	entitiesPeak int // largest len(entities) since the map was last rebuilt
+
+	ready turnQueue  // entities whose head may start now, in turn order
+	due   entityHeap // entities whose head waits for its NotBefore
+	age   entityHeap // every entity, by its head's EnqueuedAt
+
+	pending  int // tasks not started, retry-waiting included
+	inFlight int
+}
+
+// entityQueue is the queue of one entity within a lane. It exists only
+// while it holds a task, so lane memory follows the entities with work.
+type entityQueue struct {
+	id         string
+	head, tail *Task
+	// beforeTail is the task linking to tail, nil when head == tail. It lets
+	// coalescing replace the tail of a singly linked queue in O(1).
+	beforeTail *Task
+	state      entityState
+
+	prevTurn, nextTurn *entityQueue // links in Lane.ready while state == entityReady
+	dueIndex, ageIndex int          // positions in Lane.due and Lane.age
+}
+
+type entityState uint8
+
+const (
+	entityReady   entityState = iota // head not started, in Lane.ready
+	entityWaiting                    // head not started, in Lane.due until NotBefore
+	entityRunning                    // head in flight
+)
+
+// NewLane returns an empty lane for an endpoint.
+func NewLane(endpointID string, maxConcurrency int) *Lane {
+	l := &Lane{endpointID: endpointID, entities: make(map[string]*entityQueue)}
+	l.SetMaxConcurrency(maxConcurrency)
+	l.due = entityHeap{
+		before: func(a, b *entityQueue) bool { return a.head.NotBefore.Before(b.head.NotBefore) },
+		index:  func(e *entityQueue) *int { return &e.dueIndex },
+	}
+	l.age = entityHeap{
+		before: func(a, b *entityQueue) bool { return a.head.EnqueuedAt.Before(b.head.EnqueuedAt) },
+		index:  func(e *entityQueue) *int { return &e.ageIndex },
+	}
+	return l
+}
+
+// EndpointID returns the endpoint the lane serves.
+func (l *Lane) EndpointID() string { return l.endpointID }
+
+// MaxConcurrency returns the current limit on tasks in flight.
+func (l *Lane) MaxConcurrency() int { return l.maxConcurrency }
+
+// SetMaxConcurrency changes the limit on tasks in flight. It takes effect on
+// the next call to Next; lowering it never cancels tasks already in flight,
+// they just have to finish before more start. Values below 1 count as 1: a
+// lane that must not deliver is parked, not throttled to zero.
+func (l *Lane) SetMaxConcurrency(n int) { l.maxConcurrency = max(n, 1) }
+
+// Push queues t behind the earlier tasks of its entity, first letting
+// coalescing compare it with the entity's last task that has not started
+// (never the one in flight). It returns what was superseded, for the owner
+// to mark done: nothing (nil, no allocation), the pending task t replaced,
+// or t itself when a newer state is already pending. It never returns more
+// than one task.
+//
+// When t replaces a task that waits for a retry, t inherits the later
+// NotBefore: otherwise a stream of updates to an entity the receiver keeps
+// rejecting would be sent at the rate of updates instead of retries.
+func (l *Lane) Push(t *Task) (superseded []*Task) {
+	t.next = nil
+	e := l.entities[t.Entity]
+	if e == nil {
+		l.addEntity(t)
+		return nil
+	}
+	last := e.tail
+	if e.state == entityRunning && last == e.head {
+		l.appendTask(e, t)
+		return nil
+	}
+	switch coalesce.Decide(coalesceVersion(last), coalesceVersion(t)) {
+	case coalesce.ReplacePending:
+		l.replaceTail(e, t)
+		return []*Task{last}
+	case coalesce.DropIncoming:
+		return []*Task{t}
+	default:
+		l.appendTask(e, t)
+		return nil
+	}
+}
+
+// Next starts and returns a task whose NotBefore has come at now, or nil
+// when the lane is full or no entity's head is ready. Ready entities take
+// turns: the entity started goes to the back of the queue once its task
+// ends.
+func (l *Lane) Next(now time.Time) *Task {
+	if l.inFlight >= l.maxConcurrency {
+		return nil
+	}
+	l.promoteDue(now)
+	for e := l.ready.popFront(); e != nil; e = l.ready.popFront() {
+		if e.head.NotBefore.After(now) {
+			// Only when the owner's clock went back; the entity waits again.
+			l.wait(e)
+			continue
+		}
+		e.state = entityRunning
+		l.pending--
+		l.inFlight++
+		return e.head
+	}
+	return nil
+}
+
+// Finish ends the in-flight task t for good (delivered or dead): its slot is
+// freed and the entity's next task, if any, becomes its head and queues for
+// a turn. It reports false, changing nothing, when t is not in flight in
+// this lane.
+func (l *Lane) Finish(t *Task) bool {
+	e := l.runningEntity(t)
+	if e == nil {
+		return false
+	}
+	l.inFlight--
+	e.popHead()
+	if e.head == nil {
+		l.removeEntity(e)
+		return true
+	}
+	l.age.fix(e)
+	l.schedule(e)
+	return true
+}
+
+// Retry returns the in-flight task t to the head of its entity, so nothing
+// of that entity starts before it, to start again at notBefore; its slot is
+// freed. Attempts is left to the owner. It reports false, changing nothing,
+// when t is not in flight in this lane.
+func (l *Lane) Retry(t *Task, notBefore time.Time) bool {
+	e := l.runningEntity(t)
+	if e == nil {
+		return false
+	}
+	l.inFlight--
+	l.pending++
+	t.NotBefore = notBefore
+	l.schedule(e)
+	return true
+}
+
+// NextWakeup returns the earliest NotBefore among entity heads waiting for
+// their time, so the owner can arm a timer and call Next then. It reports
+// false when nothing waits, or when the lane is full: then only Finish,
+// Retry or SetMaxConcurrency can let Next start anything.
+//
+// After Next(now) returned nil on a lane that is not full, the time returned
+// is after now.
+func (l *Lane) NextWakeup() (time.Time, bool) {
+	e := l.due.peek()
+	if e == nil || l.inFlight >= l.maxConcurrency {
+		return time.Time{}, false
+	}
+	return e.head.NotBefore, true
+}
+
+// Pending returns the number of tasks not started, retry-waiting included.
+func (l *Lane) Pending() int { return l.pending }
+
+// InFlight returns the number of tasks started and not yet finished or
+// retried.
+func (l *Lane) InFlight() int { return l.inFlight }
+
+// Entities returns the number of entities with a task pending or in flight.
+func (l *Lane) Entities() int { return len(l.entities) }
+
+// Idle reports whether the lane holds no task at all; the owner may then
+// drop it.
+func (l *Lane) Idle() bool { return l.pending == 0 && l.inFlight == 0 }
+
+// OldestEnqueuedAt returns the earliest EnqueuedAt among pending and
+// in-flight tasks in O(1), or false when the lane is idle. It reads entity
+// heads only, which is exact while each entity's tasks are pushed in
+// EnqueuedAt order.
+func (l *Lane) OldestEnqueuedAt() (time.Time, bool) {
+	e := l.age.peek()
+	if e == nil {
+		return time.Time{}, false
+	}
+	return e.head.EnqueuedAt, true
+}
+
+// DrainUnstarted removes and returns every task that has not started, for
+// a revoked partition or a parked lane. Each entity's tasks come out
+// together and in order; entities come out oldest first (by the EnqueuedAt,
+// then partition and offset, of their first drained task). Tasks in flight
+// stay until Finish or Retry; a Retry then queues the task again.
+func (l *Lane) DrainUnstarted() []*Task {
+	if l.pending == 0 {
+		return nil
+	}
+	var sources []*entityQueue
+	stay := l.age.items[:0:0]
+	for _, e := range l.age.items {
+		if first := e.firstUnstarted(); first != nil {
+			sources = append(sources, e)
+		}
+		if e.state == entityRunning {
+			stay = append(stay, e)
+		} else {
+			delete(l.entities, e.id)
+		}
+	}
+	slices.SortFunc(sources, func(a, b *entityQueue) int {
+		x, y := a.firstUnstarted(), b.firstUnstarted()
+		return cmp.Or(x.EnqueuedAt.Compare(y.EnqueuedAt),
+			cmp.Compare(x.Partition, y.Partition), cmp.Compare(x.Offset, y.Offset))
+	})
+	drained := make([]*Task, 0, l.pending)
+	for _, e := range sources {
+		drained = e.cutUnstarted(drained)
+	}
+	l.ready = turnQueue{}
+	l.due.reset(nil)
+	l.age.reset(stay)
+	l.pending = 0
+	l.shrinkEntities()
+	return drained
+}
+
+func coalesceVersion(t *Task) coalesce.Version {
+	return coalesce.Version{Revision: t.Revision, Coalesce: t.Coalesce}
+}
+
+// runningEntity returns t's entity if t is its in-flight head.
+func (l *Lane) runningEntity(t *Task) *entityQueue {
+	e := l.entities[t.Entity]
+	if e == nil || e.state != entityRunning || e.head != t {
+		return nil
+	}
+	return e
+}
+
+func (l *Lane) addEntity(t *Task) {
+	e := &entityQueue{id: t.Entity, head: t, tail: t}
+	l.entities[t.Entity] = e
+	l.entitiesPeak = max(l.entitiesPeak, len(l.entities))
+	l.pending++
+	l.age.push(e)
+	l.schedule(e)
+}
+
+func (l *Lane) appendTask(e *entityQueue, t *Task) {
+	e.tail.next = t
+	e.beforeTail, e.tail = e.tail, t
+	l.pending++
+}
+
+// replaceTail puts t in place of the entity's last task, which has not
+// started.
+func (l *Lane) replaceTail(e *entityQueue, t *Task) {
+	old := e.tail
+	if old.NotBefore.After(t.NotBefore) {
+		t.NotBefore = old.NotBefore // see Push
+	}
+	if e.beforeTail != nil {
+		e.beforeTail.next = t
+		e.tail = t
+		return
+	}
+	e.head, e.tail = t, t
+	l.age.fix(e)
+	switch {
+	case e.state == entityWaiting:
+		l.due.fix(e)
+	case !t.NotBefore.Equal(old.NotBefore):
+		// It was ready, but t may start only later.
+		l.ready.remove(e)
+		l.schedule(e)
+	}
+}
+
+// schedule queues an entity whose head has not started: for a turn now, or
+// in the due heap until its NotBefore. A NotBefore already past is promoted
+// by the next call to Next, which knows the time.
+func (l *Lane) schedule(e *entityQueue) {
+	if e.head.NotBefore.IsZero() {
+		e.state = entityReady
+		l.ready.pushBack(e)
+		return
+	}
+	l.wait(e)
+}
+
+func (l *Lane) wait(e *entityQueue) {
+	e.state = entityWaiting
+	l.due.push(e)
+}
+
+// promoteDue moves entities whose NotBefore has come to the back of the
+// turn queue, earliest first.
+func (l *Lane) promoteDue(now time.Time) {
+	for e := l.due.peek(); e != nil && !e.head.NotBefore.After(now); e = l.due.peek() {
+		l.due.remove(e)
+		e.state = entityReady
+		l.ready.pushBack(e)
+	}
+}
+
+func (l *Lane) removeEntity(e *entityQueue) {
+	l.age.remove(e)
+	delete(l.entities, e.id)
+	l.shrinkEntities()
+}
+
+// shrinkEntitiesMinPeak keeps small lanes from rebuilding their map.
+const shrinkEntitiesMinPeak = 1024
+
+// shrinkEntities rebuilds the entity map once it holds a quarter of its
+// peak. Go maps keep their peak size after deletes, so a lane that once held
+// a spike of entities would otherwise keep that memory for its whole life.
+// The copy is paid for by the deletes before it, so it is O(1) amortised.
+func (l *Lane) shrinkEntities() {
+	if l.entitiesPeak < shrinkEntitiesMinPeak || 4*len(l.entities) > l.entitiesPeak {
+		return
+	}
+	m := make(map[string]*entityQueue, len(l.entities))
+	for id, e := range l.entities {
+		m[id] = e
+	}
+	l.entities, l.entitiesPeak = m, len(m)
+}
+
+// firstUnstarted returns the entity's first task that has not started.
+func (e *entityQueue) firstUnstarted() *Task {
+	if e.state == entityRunning {
+		return e.head.next
+	}
+	return e.head
+}
+
+func (e *entityQueue) popHead() {
+	h := e.head
+	e.head, h.next = h.next, nil
+	if e.head == nil {
+		e.tail = nil
+	}
+	if e.beforeTail == h {
+		e.beforeTail = nil
+	}
+}
+
+// cutUnstarted appends the entity's unstarted tasks to dst, in order, and
+// unlinks them, leaving only the in-flight head if there is one.
+func (e *entityQueue) cutUnstarted(dst []*Task) []*Task {
+	t := e.firstUnstarted()
+	for t != nil {
+		next := t.next
+		t.next = nil
+		dst = append(dst, t)
+		t = next
+	}
+	if e.state == entityRunning {
+		e.head.next, e.tail, e.beforeTail = nil, e.head, nil
+	}
+	return dst
+}
+
+// turnQueue is the round-robin order of ready entities: a doubly linked
+// list through the entities, so leaving it from anywhere is O(1) and joining
+// it allocates nothing.
+type turnQueue struct{ front, back *entityQueue }
+
+func (q *turnQueue) pushBack(e *entityQueue) {
+	e.prevTurn, e.nextTurn = q.back, nil
+	if q.back != nil {
+		q.back.nextTurn = e
+	} else {
+		q.front = e
+	}
+	q.back = e
+}
+
+func (q *turnQueue) popFront() *entityQueue {
+	e := q.front
+	if e != nil {
+		q.remove(e)
+	}
+	return e
+}
+
+func (q *turnQueue) remove(e *entityQueue) {
+	if e.prevTurn != nil {
+		e.prevTurn.nextTurn = e.nextTurn
+	} else {
+		q.front = e.nextTurn
+	}
+	if e.nextTurn != nil {
+		e.nextTurn.prevTurn = e.prevTurn
+	} else {
+		q.back = e.prevTurn
+	}
+	e.prevTurn, e.nextTurn = nil, nil
+}
+
+// entityHeap is a binary min-heap of entities that records each entity's
+// position in it, so an entity can be fixed or removed in O(log n).
+type entityHeap struct {
+	items  []*entityQueue
+	before func(a, b *entityQueue) bool
+	index  func(e *entityQueue) *int
+}
+
+// shrinkHeapMinCap keeps small heaps from reallocating.
+const shrinkHeapMinCap = 256
+
+func (h *entityHeap) peek() *entityQueue {
+	if len(h.items) == 0 {
+		return nil
+	}
+	return h.items[0]
+}
+
+func (h *entityHeap) push(e *entityQueue) {
+	*h.index(e) = len(h.items)
+	h.items = append(h.items, e)
+	h.up(len(h.items) - 1)
+}
+
+func (h *entityHeap) remove(e *entityQueue) {
+	i, last := *h.index(e), len(h.items)-1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.items[last] = nil
+	h.items = h.items[:last]
+	*h.index(e) = -1
+	if i != last {
+		h.fixAt(i)
+	}
+	h.shrink()
+}
+
+func (h *entityHeap) fix(e *entityQueue) { h.fixAt(*h.index(e)) }
+
+// reset replaces the contents with items, in any order.
+func (h *entityHeap) reset(items []*entityQueue) {
+	h.items = items
+	for i, e := range items {
+		*h.index(e) = i
+	}
+	for i := len(items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *entityHeap) fixAt(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h *entityHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.before(h.items[i], h.items[parent]) {
+			return
+		}
+		h.swap(i, parent)
+		i = parent
+	}
+}
+
+// down sifts item i toward the leaves and reports whether it moved.
+func (h *entityHeap) down(i int) bool {
+	start := i
+	for {
+		child := 2*i + 1
+		if child >= len(h.items) {
+			break
+		}
+		if right := child + 1; right < len(h.items) && h.before(h.items[right], h.items[child]) {
+			child = right
+		}
+		if !h.before(h.items[child], h.items[i]) {
+			break
+		}
+		h.swap(i, child)
+		i = child
+	}
+	return i > start
+}
+
+func (h *entityHeap) swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	*h.index(h.items[i]) = i
+	*h.index(h.items[j]) = j
+}
+
+// shrink gives back the backing array after a spike; like the entity map,
+// it would otherwise stay at its peak size.
+func (h *entityHeap) shrink() {
+	if cap(h.items) < shrinkHeapMinCap || 4*len(h.items) > cap(h.items) {
+		return
+	}
+	h.items = append(make([]*entityQueue, 0, 2*len(h.items)), h.items...)
+}
