@@ -1,0 +1,354 @@
+// Package app wires Laneway's components into one running service: the
+// embedded Kafka and Redis when none are configured, the topics, the endpoint
+// store, the fan-out and delivery stages and the HTTP API, started in order
+// and stopped in reverse.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/embedded"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/topics"
+)
+
+// Config is everything `laneway serve` can be told. Zero values take the
+// defaults documented on each field.
+type Config struct {
+	// KafkaBrokers to use; empty starts the embedded Kafka.
+	KafkaBrokers []string
+	// EmbeddedKafkaAddr is where the embedded Kafka listens. Default "127.0.0.1:9092".
+	EmbeddedKafkaAddr string
+	// DataDir persists the embedded Kafka; empty keeps it in memory.
+	DataDir string
+	// RedisURL to use; empty starts an in-process Redis.
+	RedisURL string
+	// HTTPAddr is the API listen address. Default "127.0.0.1:8080".
+	HTTPAddr string
+	// AdminToken, when set, is required as a Bearer token on /v1. Without it
+	// the API refuses to listen on anything but loopback.
+	AdminToken string
+	// Topics names and sizes the topics. Defaults as in topics.Config.
+	Topics topics.Config
+	// InstanceID names this instance; it must be stable across restarts
+	// (so a restart fences the old transactions) and unique among
+	// instances. Default: the hostname.
+	InstanceID string
+	// GroupPrefix prefixes the consumer group and transactional ids, so
+	// several independent Laneways can share one cluster. Default "laneway".
+	GroupPrefix string
+	// AllowTargets are CIDRs outbound delivery may reach despite the SSRF guard.
+	AllowTargets []netip.Prefix
+	// AttemptTimeout bounds one whole HTTP attempt. Default 5s.
+	AttemptTimeout time.Duration
+	// Retry is the retry and dead-letter policy. Zero fields take the delivery contract's defaults.
+	Retry deliver.RetryPolicy
+	// CommitInterval is how often delivery watermarks are committed. Default 1s.
+	CommitInterval time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// App is a running Laneway.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+
+	kafka *embedded.Kafka
+	redis *embedded.Redis
+	rdb   *redis.Client
+
+	producer *kgo.Client
+	store    *endpoint.Store
+	fanout   *engine.Fanout
+	delivery *engine.DeliveryStage
+	http     *http.Server
+	httpLn   net.Listener
+	httpDone chan struct{}
+
+	brokers  []string
+	redisURL string
+	stops    []func()
+}
+
+// Start brings every component up. On error, whatever started is stopped.
+func Start(ctx context.Context, cfg Config) (*App, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:8080"
+	}
+	if cfg.GroupPrefix == "" {
+		cfg.GroupPrefix = "laneway"
+	}
+	cfg.Topics = cfg.Topics.WithDefaults()
+	if err := checkExposure(cfg.HTTPAddr, cfg.AdminToken); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	steps := []func(context.Context) error{
+		a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startStages, a.startHTTP,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			a.Stop()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// checkExposure refuses an unauthenticated API on a non-loopback address.
+func checkExposure(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("http address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to serve the API on %s without --admin-token: set a token or bind to loopback", addr)
+	}
+	return nil
+}
+
+// Stop shuts components down in reverse start order.
+func (a *App) Stop() {
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		a.stops[i]()
+	}
+	a.stops = nil
+}
+
+func (a *App) onStop(fn func()) { a.stops = append(a.stops, fn) }
+
+// Brokers are the Kafka bootstrap addresses in use.
+func (a *App) Brokers() []string { return a.brokers }
+
+// RedisURL is the Redis in use.
+func (a *App) RedisURL() string { return a.redisURL }
+
+// HTTPAddr is the address the API listens on.
+func (a *App) HTTPAddr() string { return a.httpLn.Addr().String() }
+
+// Registry is the Prometheus registry behind /metrics.
+func (a *App) Registry() *prometheus.Registry { return a.registry }
+
+// Endpoints is the endpoint config store.
+func (a *App) Endpoints() *endpoint.Store { return a.store }
+
+// Embedded reports whether the in-process Kafka is in use.
+func (a *App) Embedded() bool { return a.kafka != nil }
+
+func (a *App) startKafka(context.Context) error {
+	if len(a.cfg.KafkaBrokers) > 0 {
+		a.brokers = a.cfg.KafkaBrokers
+		return nil
+	}
+	k, err := embedded.StartKafka(embedded.KafkaConfig{
+		Addr: a.cfg.EmbeddedKafkaAddr, DataDir: a.cfg.DataDir, Partitions: int(a.cfg.Topics.Partitions),
+	})
+	if err != nil {
+		return err
+	}
+	a.kafka = k
+	a.brokers = []string{k.Addr()}
+	a.onStop(k.Stop)
+	return nil
+}
+
+func (a *App) startRedis(ctx context.Context) error {
+	a.redisURL = a.cfg.RedisURL
+	if a.redisURL == "" {
+		r, err := embedded.StartRedis("")
+		if err != nil {
+			return err
+		}
+		a.redis = r
+		a.redisURL = r.URL()
+		a.onStop(r.Stop)
+	}
+	opts, err := redis.ParseURL(a.redisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	a.rdb = redis.NewClient(opts)
+	a.onStop(func() { _ = a.rdb.Close() })
+	// Redis holds no truth: an unreachable Redis is logged, not fatal.
+	if err := a.rdb.Ping(ctx).Err(); err != nil {
+		a.log.Warn("redis is not reachable yet; continuing without it", "err", err)
+	}
+	return nil
+}
+
+// clientOpts are the options every franz-go client shares: the brokers and
+// kprom metrics (one kprom instance per client, told apart by a label).
+func (a *App) clientOpts(name string) []kgo.Opt {
+	m := kprom.NewMetrics("laneway_kafka",
+		kprom.Registerer(prometheus.WrapRegistererWith(prometheus.Labels{"client": name}, a.registry)),
+		kprom.WithClientLabel())
+	return []kgo.Opt{kgo.WithHooks(m), kgo.ClientID("laneway-" + name)}
+}
+
+func (a *App) ensureTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return topics.Ensure(ctx, kadm.NewClient(cl), a.cfg.Topics)
+}
+
+func (a *App) startStore(ctx context.Context) error {
+	store, err := endpoint.NewStore(endpoint.StoreConfig{
+		Brokers: a.brokers, Topic: a.cfg.Topics.Endpoints, Logger: a.log,
+		ClientOpts: a.clientOpts("endpoints"),
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := store.Start(ctx); err != nil {
+		store.Stop()
+		return fmt.Errorf("load endpoint config: %w", err)
+	}
+	a.store = store
+	a.onStop(store.Stop)
+	return nil
+}
+
+func (a *App) startStages(context.Context) error {
+	metrics := engine.NewMetrics(a.registry)
+	fanout, err := engine.NewFanout(engine.FanoutConfig{
+		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
+		Group: a.cfg.GroupPrefix + "-fanout", TransactionalID: a.cfg.GroupPrefix + "-fanout",
+		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.clientOpts("fanout"),
+	})
+	if err != nil {
+		return err
+	}
+	sender, err := deliver.NewSender(deliver.Config{
+		Timeout: a.cfg.AttemptTimeout, AllowTargets: a.cfg.AllowTargets, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
+		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
+		Endpoints: a.store, Sender: sender,
+		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, Metrics: metrics, Logger: a.log,
+		ClientOpts: a.clientOpts("deliveries"),
+	})
+	if err != nil {
+		fanout.Stop()
+		return err
+	}
+	a.registry.MustRegister(stage.Collector())
+	a.fanout, a.delivery = fanout, stage
+	fanout.Start()
+	a.onStop(fanout.Stop)
+	stage.Start()
+	a.onStop(stage.Stop)
+	return nil
+}
+
+func (a *App) startHTTP(context.Context) error {
+	producer, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.DefaultProduceTopic(a.cfg.Topics.Events),
+	}, a.clientOpts("ingest")...)...)
+	if err != nil {
+		return err
+	}
+	a.producer = producer
+	a.onStop(producer.Close)
+	srv, err := api.New(api.Config{
+		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
+		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
+		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
+	}
+	a.httpLn = ln
+	a.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	a.httpDone = make(chan struct{})
+	go func() {
+		defer close(a.httpDone)
+		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http server stopped", "err", err)
+		}
+	}()
+	a.onStop(a.stopHTTP)
+	return nil
+}
+
+func (a *App) stopHTTP() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = a.http.Shutdown(ctx)
+	<-a.httpDone
+}
+
+func (a *App) ready(ctx context.Context) error {
+	if err := a.delivery.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	return nil
+}
+
+// publisher produces events to the events topic, keyed by entity.
+type publisher struct {
+	client *kgo.Client
+	topic  string
+}
+
+func (p *publisher) Publish(ctx context.Context, env event.Envelope) (int32, int64, error) {
+	value, err := json.Marshal(&env)
+	if err != nil {
+		return 0, 0, err
+	}
+	rec := &kgo.Record{Topic: p.topic, Key: []byte(env.Entity), Value: value}
+	if err := p.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return 0, 0, err
+	}
+	return rec.Partition, rec.Offset, nil
+}
+
+// Topics are the topic names in use.
+func (a *App) Topics() topics.Config { return a.cfg.Topics }

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/deliver"
+)
+
+// serveFlags binds every `serve` setting to a flag and a LANEWAY_* variable.
+func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
+	cfg := &app.Config{}
+	lists := &listFlags{}
+	logs := &logFlags{}
+	fs.Var(&lists.brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers; empty runs the embedded Kafka")
+	fs.StringVar(&cfg.EmbeddedKafkaAddr, "embedded-kafka-addr", "127.0.0.1:9092", "listen address of the embedded Kafka")
+	fs.StringVar(&cfg.DataDir, "data-dir", "laneway-data", "directory the embedded Kafka persists to (empty: memory only)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", "", "Redis URL (redis://host:port/db); empty runs an in-process Redis")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "API, console and metrics listen address")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback)")
+	fs.StringVar(&cfg.Topics.Events, "events-topic", "laneway.events", "topic producers publish events to")
+	partitions := fs.Int("partitions", 8, "partitions of the events, deliveries and parked topics when Laneway creates them")
+	fs.StringVar(&cfg.InstanceID, "instance-id", "", "stable unique name of this instance (default: hostname)")
+	fs.Var(&lists.allow, "allow-targets", "comma-separated CIDRs delivery may reach despite the SSRF guard (e.g. 127.0.0.0/8)")
+	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 5*time.Second, "limit on one whole HTTP delivery attempt")
+	fs.DurationVar(&cfg.Retry.Base, "retry-base", deliver.DefaultRetryBase, "first retry delay; doubles per attempt")
+	fs.DurationVar(&cfg.Retry.Max, "retry-max", deliver.DefaultRetryMax, "cap on one retry delay (and on Retry-After)")
+	fs.IntVar(&cfg.Retry.MaxAttempts, "max-attempts", deliver.DefaultMaxAttempts, "attempts before a delivery is dead")
+	fs.DurationVar(&cfg.Retry.MaxAge, "max-age", deliver.DefaultMaxAge, "age after which a delivery is dead")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", time.Second, "how often delivery watermarks are committed")
+	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logs.format, "log-format", "json", "json or text")
+	lists.partitions = partitions
+	return cfg, logs, lists
+}
+
+type logFlags struct{ level, format string }
+
+type listFlags struct {
+	brokers, allow stringList
+	partitions     *int
+}
+
+// stringList is a comma-separated flag value.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// envName maps a flag name to its environment variable.
+func envName(flagName string) string {
+	return "LANEWAY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// applyEnv sets every flag not given on the command line from its variable.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" && !given[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+		}
+	})
+	return err
+}
+
+func printDefaults(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: laneway %s [flags]\n\nEvery flag can also be set through the environment variable shown.\n\n", fs.Name())
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  --%s (env %s, default %s)\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
+	})
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (app.Config, logFlags, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, logs, lists := serveFlags(fs)
+	fs.Usage = func() { printDefaults(fs, stderr) }
+	if err := fs.Parse(args); err != nil {
+		return app.Config{}, logFlags{}, err
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return app.Config{}, logFlags{}, err
+	}
+	cfg.KafkaBrokers = lists.brokers
+	cfg.Topics.Partitions = int32(*lists.partitions)
+	for _, s := range lists.allow {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return app.Config{}, logFlags{}, fmt.Errorf("--allow-targets %q: %w", s, err)
+		}
+		cfg.AllowTargets = append(cfg.AllowTargets, p)
+	}
+	return *cfg, *logs, nil
+}
+
+func newLogger(l logFlags, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be json or text, not %q", l.format)
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, logs, err := parseServe(args, os.Getenv, stderr)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	logger, err := newLogger(logs, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	a, err := app.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printWelcome(stdout, a, cfg.AdminToken != "")
+	<-ctx.Done()
+	logger.Info("shutting down")
+	a.Stop()
+	return nil
+}
+
+func printWelcome(w io.Writer, a *app.App, withToken bool) {
+	kafka := strings.Join(a.Brokers(), ",")
+	if a.Embedded() {
+		kafka += " (embedded)"
+	}
+	auth := ""
+	if withToken {
+		auth = ` -H "Authorization: Bearer $LANEWAY_ADMIN_TOKEN"`
+	}
+	base := "http://" + a.HTTPAddr()
+	fmt.Fprintf(w, `Laneway is running.
+  API and metrics: %[1]s   (/metrics, /healthz, /readyz)
+  Kafka:           %[2]s
+  Redis:           %[3]s
+
+Create an endpoint:
+  curl -s%[4]s -H 'Content-Type: application/json' -X POST %[1]s/v1/endpoints -d '{"tenant":"acme","url":"https://example.com/webhooks","max_concurrency":4}'
+
+Publish an event:
+  curl -s%[4]s -H 'Content-Type: application/json' -X POST %[1]s/v1/events -d '{"type":"order.updated","tenant":"acme","entity":"order:123","revision":1,"coalesce":true,"data":{"status":"paid"}}'
+`, base, kafka, a.RedisURL(), auth)
+}

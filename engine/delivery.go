@@ -1,0 +1,345 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/topics"
+)
+
+// EndpointSource is the engine's view of endpoint config.
+type EndpointSource interface {
+	Get(id string) (endpoint.Endpoint, bool)
+	Put(ctx context.Context, e endpoint.Endpoint) error
+}
+
+// Sender makes one HTTP delivery attempt.
+type Sender interface {
+	Send(ctx context.Context, req deliver.Request) deliver.Result
+}
+
+// DeliveryConfig configures the delivery stage.
+type DeliveryConfig struct {
+	// Brokers to connect to. Required.
+	Brokers []string
+	// Topics names the topics. Defaults as in topics.Config.
+	Topics topics.Config
+	// Group is the consumer group reading deliveries. Default "laneway-deliveries".
+	Group string
+	// Endpoints resolves endpoint config. Required.
+	Endpoints EndpointSource
+	// Sender makes the HTTP attempts. Required.
+	Sender Sender
+	// Retry is the retry and dead-letter policy. Zero fields take the delivery contract's defaults.
+	Retry deliver.RetryPolicy
+	// CommitInterval is how often watermarks are committed. Default 1s.
+	CommitInterval time.Duration
+	// WakeInterval is how often lanes waiting on a retry delay are checked.
+	// Default 20ms.
+	WakeInterval time.Duration
+	// RevokeTimeout bounds how long a revoke waits for in-flight attempts
+	// before committing. Default 10s (twice the attempt timeout).
+	RevokeTimeout time.Duration
+	// MaxPollRecords bounds the records taken per poll. Default 10000.
+	MaxPollRecords int
+	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
+	ClientOpts []kgo.Opt
+	// Metrics; nil disables them.
+	Metrics *Metrics
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Rand returns a float in [0,1) for retry jitter. Default math/rand/v2.
+	Rand func() float64
+}
+
+func (c *DeliveryConfig) setDefaults() error {
+	if c.Endpoints == nil || c.Sender == nil {
+		return errors.New("delivery stage: Endpoints and Sender are required")
+	}
+	c.Topics = c.Topics.WithDefaults()
+	if c.Group == "" {
+		c.Group = "laneway-deliveries"
+	}
+	setDur(&c.CommitInterval, time.Second)
+	setDur(&c.WakeInterval, 20*time.Millisecond)
+	setDur(&c.RevokeTimeout, 10*time.Second)
+	if c.MaxPollRecords <= 0 {
+		c.MaxPollRecords = 10000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	return nil
+}
+
+func setDur(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// DeliveryStage is the second stage: it owns partitions of the deliveries
+// topic, gives every endpoint in them a lane, makes the HTTP attempts and
+// commits each partition's watermark (its lowest unfinished offset).
+type DeliveryStage struct {
+	cfg    DeliveryConfig
+	client *kgo.Client
+
+	mu    sync.Mutex // guards parts
+	parts map[int32]*ownedPartition
+
+	commitMu sync.Mutex // serialises commits with revokes
+
+	attemptCtx    context.Context // cancelled only when shutdown gives up waiting
+	cancelAttempt context.CancelFunc
+	cancel        context.CancelFunc
+	loops         sync.WaitGroup // poll, commit and wake loops
+	background    sync.WaitGroup // attempts, dead-letter writes, endpoint disables
+}
+
+// NewDeliveryStage builds the stage; Start runs it.
+func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &DeliveryStage{cfg: cfg, parts: map[int32]*ownedPartition{}}
+	s.attemptCtx, s.cancelAttempt = context.WithCancel(context.Background())
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics.Deliveries),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}, cfg.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("delivery client: %w", err)
+	}
+	s.client = cl
+	return s, nil
+}
+
+// Start runs the poll, commit and wake loops until Stop.
+func (s *DeliveryStage) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.loops.Add(3)
+	go s.pollLoop(ctx)
+	go s.tickLoop(ctx, s.cfg.CommitInterval, s.everyCommitInterval)
+	go s.tickLoop(ctx, s.cfg.WakeInterval, s.wakeLanes)
+}
+
+// Stop stops fetching, lets in-flight attempts finish (bounded by
+// RevokeTimeout), commits every watermark, leaves the group and closes.
+func (s *DeliveryStage) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.loops.Wait()
+	s.mu.Lock()
+	owned := make([]int32, 0, len(s.parts))
+	for p := range s.parts {
+		owned = append(owned, p)
+	}
+	s.mu.Unlock()
+	s.release(context.Background(), owned, true)
+	s.cancelAttempt()
+	s.background.Wait()
+	s.client.Close()
+}
+
+// Ping checks that the brokers answer.
+func (s *DeliveryStage) Ping(ctx context.Context) error { return s.client.Ping(ctx) }
+
+func (s *DeliveryStage) pollLoop(ctx context.Context) {
+	defer s.loops.Done()
+	for {
+		fetches := s.client.PollRecords(ctx, s.cfg.MaxPollRecords)
+		if ctx.Err() != nil {
+			s.client.AllowRebalance()
+			return
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			s.cfg.Logger.Warn("deliveries fetch failed", "topic", t, "partition", p, "err", err)
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if op := s.owned(fp.Partition); op != nil {
+				op.dispatch(fp.FetchPartition)
+			}
+		})
+		s.client.AllowRebalance()
+	}
+}
+
+func (s *DeliveryStage) tickLoop(ctx context.Context, every time.Duration, fn func()) {
+	defer s.loops.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func (s *DeliveryStage) owned(p int32) *ownedPartition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parts[p]
+}
+
+func (s *DeliveryStage) ownedPartitions() []*ownedPartition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*ownedPartition, 0, len(s.parts))
+	for _, op := range s.parts {
+		out = append(out, op)
+	}
+	return out
+}
+
+func (s *DeliveryStage) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range assigned[s.cfg.Topics.Deliveries] {
+		s.parts[p] = newOwnedPartition(s, p)
+		s.cfg.Logger.Info("deliveries partition assigned", "partition", p)
+	}
+}
+
+func (s *DeliveryStage) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	s.release(ctx, revoked[s.cfg.Topics.Deliveries], true)
+}
+
+// onLost drops the partitions without committing: another member may own
+// them already, and a commit from us could move its progress backwards.
+func (s *DeliveryStage) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.release(ctx, lost[s.cfg.Topics.Deliveries], false)
+}
+
+// release gives partitions up: unstarted tasks are dropped (the next owner
+// reads them again from the committed watermark), in-flight attempts are
+// awaited so two owners never deliver the same entity at once, and then the
+// watermark is committed if commit is set.
+func (s *DeliveryStage) release(ctx context.Context, parts []int32, commit bool) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	var gone []*ownedPartition
+	s.mu.Lock()
+	for _, p := range parts {
+		if op, ok := s.parts[p]; ok {
+			gone = append(gone, op)
+			delete(s.parts, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, op := range gone {
+		op.stop()
+	}
+	deadline := time.Now().Add(s.cfg.RevokeTimeout)
+	for _, op := range gone {
+		if !op.awaitIdle(deadline) {
+			s.cfg.Logger.Warn("attempts still in flight at revoke timeout", "partition", op.id)
+		}
+	}
+	if commit {
+		s.commitPartitions(ctx, gone)
+	}
+	for _, op := range gone {
+		s.cfg.Logger.Info("deliveries partition released", "partition", op.id, "committed", commit)
+	}
+}
+
+func (s *DeliveryStage) commit() {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.commitPartitions(context.Background(), s.ownedPartitions())
+}
+
+// commitPartitions commits the watermark of each partition that moved.
+func (s *DeliveryStage) commitPartitions(ctx context.Context, ops []*ownedPartition) {
+	offsets := map[int32]kgo.EpochOffset{}
+	for _, op := range ops {
+		if w, ok := op.uncommittedWatermark(); ok {
+			offsets[op.id] = kgo.EpochOffset{Epoch: -1, Offset: w}
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	all := map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Deliveries: offsets}
+	var commitErr error
+	s.client.CommitOffsetsSync(ctx, all, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		commitErr = firstCommitError(resp, err)
+	})
+	if commitErr != nil {
+		s.cfg.Logger.Warn("commit failed; will retry", "err", commitErr)
+		return
+	}
+	for _, op := range ops {
+		if o, ok := offsets[op.id]; ok {
+			op.committed(o.Offset)
+		}
+	}
+}
+
+func (s *DeliveryStage) wakeLanes() {
+	now := s.cfg.Now()
+	for _, op := range s.ownedPartitions() {
+		op.wake(now)
+	}
+}
+
+func firstCommitError(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil || resp == nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("partition %d: %w", p.Partition, err)
+			}
+		}
+	}
+	return nil
+}
+
+// everyCommitInterval applies live limit changes and commits watermarks.
+func (s *DeliveryStage) everyCommitInterval() {
+	now := s.cfg.Now()
+	for _, op := range s.ownedPartitions() {
+		op.refreshLimits(now)
+	}
+	s.commit()
+}

@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/topics"
+)
+
+// SubscriberIndex finds the endpoints an event goes to.
+type SubscriberIndex interface {
+	// Subscribers appends the ids of the active endpoints of tenant that
+	// subscribe to eventType to dst and returns it.
+	Subscribers(dst []string, tenant, eventType string) []string
+}
+
+// FanoutConfig configures the fan-out stage.
+type FanoutConfig struct {
+	// Brokers to connect to. Required.
+	Brokers []string
+	// Topics names the topics. Defaults as in topics.Config.
+	Topics topics.Config
+	// Group is the consumer group reading the events topic. Default "laneway-fanout".
+	Group string
+	// TransactionalID prefix; each instance appends its own suffix so that
+	// two instances never fence each other. Default "laneway-fanout".
+	TransactionalID string
+	// InstanceID distinguishes this process (hostname + pid by default).
+	InstanceID string
+	// Subscribers resolves subscriptions. Required.
+	Subscribers SubscriberIndex
+	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
+	ClientOpts []kgo.Opt
+	// Metrics receives fan-out counts; nil disables them.
+	Metrics *Metrics
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Fanout is the first stage: it reads events and writes one delivery per
+// subscribed endpoint to the deliveries topic, keyed by endpoint id, in a
+// Kafka transaction together with the consumed offsets (exactly once).
+type Fanout struct {
+	cfg  FanoutConfig
+	sess *kgo.GroupTransactSession
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewFanout builds the stage; Start runs it.
+func NewFanout(cfg FanoutConfig) (*Fanout, error) {
+	if cfg.Subscribers == nil {
+		return nil, errors.New("fanout: Subscribers is required")
+	}
+	cfg.Topics = cfg.Topics.WithDefaults()
+	if cfg.Group == "" {
+		cfg.Group = "laneway-fanout"
+	}
+	if cfg.TransactionalID == "" {
+		cfg.TransactionalID = "laneway-fanout"
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = defaultInstanceID()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.TransactionalID(cfg.TransactionalID + "-" + cfg.InstanceID),
+		kgo.TransactionTimeout(20 * time.Second),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics.Events),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}, cfg.ClientOpts...)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("fanout client: %w", err)
+	}
+	return &Fanout{cfg: cfg, sess: sess, done: make(chan struct{})}, nil
+}
+
+// Start runs the stage in the background until Stop.
+func (f *Fanout) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	go f.run(ctx)
+}
+
+// Stop finishes the current transaction, leaves the group and closes.
+func (f *Fanout) Stop() {
+	if f.cancel != nil {
+		f.cancel()
+		<-f.done
+	}
+	f.sess.Close()
+}
+
+func (f *Fanout) run(ctx context.Context) {
+	defer close(f.done)
+	for ctx.Err() == nil {
+		fetches := f.sess.PollRecords(ctx, 5000)
+		if ctx.Err() != nil {
+			return
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			f.cfg.Logger.Warn("fanout fetch failed", "topic", t, "partition", p, "err", err)
+		})
+		if fetches.NumRecords() == 0 {
+			continue
+		}
+		if err := f.transact(ctx, fetches); err != nil {
+			f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
+			if !sleepCtx(ctx, time.Second) {
+				return
+			}
+		}
+	}
+}
+
+// transact writes the deliveries (and dead letters) for one poll in one
+// transaction. An abort rewinds the session to the last committed offsets,
+// so nothing is lost and nothing is written twice.
+func (f *Fanout) transact(ctx context.Context, fetches kgo.Fetches) error {
+	if err := f.sess.Begin(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	produced := kgo.AbortingFirstErrPromise(f.sess.Client())
+	var ids []string
+	counts := fanoutCounts{}
+	fetches.EachRecord(func(r *kgo.Record) {
+		for _, out := range f.deliveriesFor(r, &ids, &counts) {
+			f.sess.Produce(ctx, out, produced.Promise())
+		}
+	})
+	// Err waits for every produce; any failure aborts the transaction.
+	produceErr := produced.Err()
+	committed, err := f.sess.End(ctx, produceErr == nil)
+	if err == nil {
+		err = produceErr
+	}
+	if err != nil {
+		return err
+	}
+	if committed {
+		f.cfg.Metrics.addFanout(counts)
+	}
+	return nil
+}
+
+type fanoutCounts struct{ events, deliveries, invalid, unmatched int }
+
+// deliveriesFor turns one event record into its output records: a delivery
+// per subscribed endpoint, or one dead letter if the event is invalid.
+func (f *Fanout) deliveriesFor(r *kgo.Record, ids *[]string, counts *fanoutCounts) []*kgo.Record {
+	now := f.cfg.Now()
+	counts.events++
+	env, err := event.ParseEnvelope(r.Value, now)
+	if err != nil {
+		counts.invalid++
+		f.cfg.Logger.Warn("invalid event dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+		return []*kgo.Record{f.invalidEventRecord(r, err, now)}
+	}
+	*ids = f.cfg.Subscribers.Subscribers((*ids)[:0], env.Tenant, env.Type)
+	if len(*ids) == 0 {
+		counts.unmatched++
+		return nil
+	}
+	out := make([]*kgo.Record, 0, len(*ids))
+	for _, id := range *ids {
+		d := event.NewDelivery(env, id, now)
+		value, err := json.Marshal(&d)
+		if err != nil { // cannot happen: the envelope was just decoded from JSON
+			continue
+		}
+		out = append(out, &kgo.Record{Topic: f.cfg.Topics.Deliveries, Key: []byte(id), Value: value})
+	}
+	counts.deliveries += len(out)
+	return out
+}
+
+func (f *Fanout) invalidEventRecord(r *kgo.Record, cause error, now time.Time) *kgo.Record {
+	dl := event.DeadLetter{
+		ID:     fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset),
+		Reason: event.ReasonInvalidEvent, Detail: cause.Error(), DeadAt: now.UTC(),
+		Raw: r.Value, Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
+	}
+	value, _ := json.Marshal(&dl)
+	return &kgo.Record{Topic: f.cfg.Topics.Dead, Key: r.Key, Value: value}
+}
