@@ -12,7 +12,7 @@ import (
 type stageCollector struct {
 	s *DeliveryStage
 
-	pending, inFlight, oldestAge        *prometheus.Desc
+	pending, inFlight, oldestAge      *prometheus.Desc
 	watermarkLag, watermarkLagSeconds *prometheus.Desc
 }
 
