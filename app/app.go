@@ -268,7 +268,7 @@ func (a *App) startStages(context.Context) error {
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
 		Endpoints: a.store, Sender: sender,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, Metrics: metrics, Logger: a.log,
-		ClientOpts: a.clientOpts("deliveries"),
+		ClientOpts: a.clientOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})
 	if err != nil {
 		fanout.Stop()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func startApp(t *testing.T, b testenv.Backend, tweak func(*app.Config)) *app.App
 		AllowTargets:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Retry:          deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: time.Second, MaxAttempts: 5, MaxAge: time.Hour},
 		CommitInterval: 200 * time.Millisecond,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:         testLogger(),
 	}
 	if b.Name == testenv.Embedded.Name {
 		cfg.EmbeddedKafkaAddr = "127.0.0.1:0"
@@ -261,4 +262,15 @@ func checkOrder(t *testing.T, endpointID string, receipts []fleet.Receipt) {
 		}
 		last[r.Entity] = r.Revision
 	}
+}
+
+// testLogger discards logs unless LANEWAY_TEST_LOG is set (to a level).
+func testLogger() *slog.Logger {
+	level := os.Getenv("LANEWAY_TEST_LOG")
+	if level == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }

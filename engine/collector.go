@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -12,8 +13,8 @@ import (
 type stageCollector struct {
 	s *DeliveryStage
 
-	pending, inFlight, oldestAge      *prometheus.Desc
-	watermarkLag, watermarkLagSeconds *prometheus.Desc
+	pending, inFlight, oldestAge, parked *prometheus.Desc
+	watermarkLag, watermarkLagSeconds    *prometheus.Desc
 }
 
 // Collector returns a prometheus.Collector for the stage's live state.
@@ -21,10 +22,12 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 	ep := []string{"endpoint"}
 	part := []string{"partition"}
 	return &stageCollector{
-		s:         s,
-		pending:   prometheus.NewDesc("laneway_endpoint_pending", "Deliveries waiting to start, per endpoint (this instance's lanes).", ep, nil),
-		inFlight:  prometheus.NewDesc("laneway_endpoint_in_flight", "Delivery attempts in flight, per endpoint.", ep, nil),
-		oldestAge: prometheus.NewDesc("laneway_endpoint_oldest_pending_age_seconds", "Age of the oldest unfinished delivery, per endpoint.", ep, nil),
+		s:        s,
+		pending:  prometheus.NewDesc("laneway_endpoint_pending", "Deliveries waiting to start, per endpoint (this instance's lanes).", ep, nil),
+		inFlight: prometheus.NewDesc("laneway_endpoint_in_flight", "Delivery attempts in flight, per endpoint.", ep, nil),
+		oldestAge: prometheus.NewDesc("laneway_endpoint_oldest_pending_age_seconds",
+			"Age of the oldest unfinished delivery per endpoint, parked ones included.", ep, nil),
+		parked: prometheus.NewDesc("laneway_endpoint_parked", "Deliveries waiting in the parked topic, per endpoint.", ep, nil),
 		watermarkLag: prometheus.NewDesc("laneway_partition_watermark_lag_offsets",
 			"Offsets between a deliveries partition's high watermark and its commit watermark.", part, nil),
 		watermarkLagSeconds: prometheus.NewDesc("laneway_partition_watermark_lag_seconds",
@@ -33,7 +36,7 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.watermarkLag, c.watermarkLagSeconds} {
+	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.watermarkLag, c.watermarkLagSeconds} {
 		ch <- d
 	}
 }
@@ -43,13 +46,15 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, op := range c.s.ownedPartitions() {
 		op.mu.Lock()
 		for id, ls := range op.lanes {
+			pl := op.parked[id]
 			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(ls.lane.Pending()), id)
 			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(ls.lane.InFlight()), id)
-			age := 0.0
-			if at, ok := ls.lane.OldestEnqueuedAt(); ok {
-				age = now.Sub(at).Seconds()
+			ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, oldestAge(ls, pl, now), id)
+			backlog := 0
+			if pl != nil {
+				backlog = pl.backlog
 			}
-			ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, age, id)
+			ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(backlog), id)
 		}
 		if op.tracker != nil {
 			p := strconv.Itoa(int(op.id))
@@ -63,4 +68,20 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		op.mu.Unlock()
 	}
+}
+
+// oldestAge is the age of the lane's oldest unfinished delivery, counting
+// those still waiting in the parked topic.
+func oldestAge(ls *laneState, pl *parkedLane, now time.Time) float64 {
+	var oldest time.Time
+	if at, ok := ls.lane.OldestEnqueuedAt(); ok {
+		oldest = at
+	}
+	if pl != nil && pl.backlog > 0 && (oldest.IsZero() || pl.oldestBacklog.Before(oldest)) {
+		oldest = pl.oldestBacklog
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return now.Sub(oldest).Seconds()
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,8 +54,23 @@ type DeliveryConfig struct {
 	RevokeTimeout time.Duration
 	// MaxPollRecords bounds the records taken per poll. Default 10000.
 	MaxPollRecords int
+	// ParkAfter parks a lane whose oldest pending delivery has waited this
+	// long, so it stops holding the partition's watermark. Default 30s.
+	ParkAfter time.Duration
+	// LaneBuffer parks a lane holding more unstarted deliveries than this,
+	// which bounds the memory one endpoint can take. Default 1000.
+	LaneBuffer int
+	// ParkedWindow is how many parked deliveries of one lane are read back
+	// into memory at a time. Default 256.
+	ParkedWindow int
+	// ParkedGroup is the memberless group under which the parked readers
+	// commit their progress. Default Group + "-parked".
+	ParkedGroup string
 	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
 	ClientOpts []kgo.Opt
+	// ReaderClientOpts are the same for the parked reader's own client
+	// (hooks cannot be shared between clients).
+	ReaderClientOpts []kgo.Opt
 	// Metrics; nil disables them.
 	Metrics *Metrics
 	// Logger. Default slog.Default().
@@ -79,6 +95,16 @@ func (c *DeliveryConfig) setDefaults() error {
 	if c.MaxPollRecords <= 0 {
 		c.MaxPollRecords = 10000
 	}
+	setDur(&c.ParkAfter, 30*time.Second)
+	if c.LaneBuffer <= 0 {
+		c.LaneBuffer = 1000
+	}
+	if c.ParkedWindow <= 0 {
+		c.ParkedWindow = 256
+	}
+	if c.ParkedGroup == "" {
+		c.ParkedGroup = c.Group + "-parked"
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -101,8 +127,10 @@ func setDur(d *time.Duration, def time.Duration) {
 // topic, gives every endpoint in them a lane, makes the HTTP attempts and
 // commits each partition's watermark (its lowest unfinished offset).
 type DeliveryStage struct {
-	cfg    DeliveryConfig
-	client *kgo.Client
+	cfg          DeliveryConfig
+	client       *kgo.Client
+	admin        *kadm.Client
+	parkedReader *offsetReader
 
 	mu    sync.Mutex // guards parts
 	parts map[int32]*ownedPartition
@@ -136,13 +164,36 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.RecordPartitioner(parkedAwarePartitioner(cfg.Topics.Parked)),
 	}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery client: %w", err)
 	}
+	// The parked reader gets a client of its own: Kafka answers requests on
+	// one connection in order, and the group consumer's long-polling fetches
+	// would otherwise delay every parked read by up to their max wait.
+	readerClient, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ReaderClientOpts...)...)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("parked reader client: %w", err)
+	}
 	s.client = cl
+	s.admin = kadm.NewClient(cl)
+	s.parkedReader = newOffsetReader(readerClient, cfg.Topics.Parked)
 	return s, nil
+}
+
+// parkedAwarePartitioner writes parked records to the partition the record
+// names (the owner's partition) and everything else by key hash.
+func parkedAwarePartitioner(parkedTopic string) kgo.Partitioner {
+	byKey := kgo.StickyKeyPartitioner(nil)
+	return kgo.BasicConsistentPartitioner(func(topic string) func(*kgo.Record, int) int {
+		if topic == parkedTopic {
+			return func(r *kgo.Record, _ int) int { return int(r.Partition) }
+		}
+		return byKey.ForTopic(topic).Partition
+	})
 }
 
 // Start runs the poll, commit and wake loops until Stop.
@@ -172,6 +223,7 @@ func (s *DeliveryStage) Stop() {
 	s.cancelAttempt()
 	s.background.Wait()
 	s.client.Close()
+	s.parkedReader.client.Close()
 }
 
 // Ping checks that the brokers answer.
@@ -227,13 +279,53 @@ func (s *DeliveryStage) ownedPartitions() []*ownedPartition {
 	return out
 }
 
-func (s *DeliveryStage) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// onAssigned takes partitions over. Before any of their deliveries is
+// dispatched (BlockRebalanceOnPoll guarantees this runs between polls), it
+// reads the parked partition to learn which endpoints are still parked.
+func (s *DeliveryStage) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
-		s.parts[p] = newOwnedPartition(s, p)
-		s.cfg.Logger.Info("deliveries partition assigned", "partition", p)
+		op := newOwnedPartition(s, p)
+		if err := s.discover(ctx, op); err != nil {
+			return // the client is closing
+		}
+		op.startParkedWorkers()
+		s.mu.Lock()
+		s.parts[p] = op
+		s.mu.Unlock()
+		s.cfg.Logger.Info("deliveries partition assigned", "partition", p, "parked_endpoints", len(op.parked))
 	}
+}
+
+// discover retries until the parked partition is read or ctx ends (the
+// client closing): dispatching without it could break per-entity order, and
+// the partition cannot progress anyway while its parked log is unreadable.
+func (s *DeliveryStage) discover(ctx context.Context, op *ownedPartition) error {
+	for attempt := 1; ; attempt++ {
+		err := s.tryDiscover(ctx, op)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		s.cfg.Logger.Error("reading the parked partition failed; retrying", "partition", op.id, "err", err)
+		if !sleepCtx(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *DeliveryStage) tryDiscover(ctx context.Context, op *ownedPartition) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start, err := committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, op.id)
+	if err != nil {
+		return fmt.Errorf("parked commit: %w", err)
+	}
+	delivered, err := committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, op.id)
+	if err != nil {
+		return fmt.Errorf("deliveries commit: %w", err)
+	}
+	clear(op.parked)
+	clear(op.alreadyParked)
+	return op.discoverParked(ctx, start, delivered)
 }
 
 func (s *DeliveryStage) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
@@ -272,6 +364,13 @@ func (s *DeliveryStage) release(ctx context.Context, parts []int32, commit bool)
 		}
 	}
 	if commit {
+		// Parked appends must be acknowledged before the commit, or their
+		// deliveries would be parked a second time by the next owner.
+		flushCtx, cancel := context.WithTimeout(ctx, s.cfg.RevokeTimeout)
+		if err := s.client.Flush(flushCtx); err != nil {
+			s.cfg.Logger.Warn("flushing parked appends before commit", "err", err)
+		}
+		cancel()
 		s.commitPartitions(ctx, gone)
 	}
 	for _, op := range gone {
@@ -285,33 +384,60 @@ func (s *DeliveryStage) commit() {
 	s.commitPartitions(context.Background(), s.ownedPartitions())
 }
 
-// commitPartitions commits the watermark of each partition that moved.
+// commitPartitions commits, for each partition that moved, the deliveries
+// watermark under the consumer group and the parked offset under the
+// memberless parked group.
 func (s *DeliveryStage) commitPartitions(ctx context.Context, ops []*ownedPartition) {
-	offsets := map[int32]kgo.EpochOffset{}
+	deliveries := map[int32]kgo.EpochOffset{}
+	parked := kadm.Offsets{}
 	for _, op := range ops {
-		if w, ok := op.uncommittedWatermark(); ok {
-			offsets[op.id] = kgo.EpochOffset{Epoch: -1, Offset: w}
+		d, p := op.uncommittedWatermarks()
+		if d >= 0 {
+			deliveries[op.id] = kgo.EpochOffset{Epoch: -1, Offset: d}
 		}
-	}
-	if len(offsets) == 0 {
-		return
+		if p >= 0 {
+			parked.AddOffset(s.cfg.Topics.Parked, op.id, p, -1)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	all := map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Deliveries: offsets}
+	dOK := len(deliveries) == 0 || s.commitDeliveries(ctx, deliveries)
+	pOK := len(parked) == 0 || s.commitParked(ctx, parked)
+	for _, op := range ops {
+		d, p := int64(-1), int64(-1)
+		if o, ok := deliveries[op.id]; ok && dOK {
+			d = o.Offset
+		}
+		if o, ok := parked.Lookup(s.cfg.Topics.Parked, op.id); ok && pOK {
+			p = o.At
+		}
+		op.committed(d, p)
+	}
+}
+
+func (s *DeliveryStage) commitDeliveries(ctx context.Context, offsets map[int32]kgo.EpochOffset) bool {
 	var commitErr error
+	all := map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Deliveries: offsets}
 	s.client.CommitOffsetsSync(ctx, all, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = firstCommitError(resp, err)
 	})
 	if commitErr != nil {
-		s.cfg.Logger.Warn("commit failed; will retry", "err", commitErr)
-		return
+		s.cfg.Logger.Warn("deliveries commit failed; will retry", "err", commitErr)
+		return false
 	}
-	for _, op := range ops {
-		if o, ok := offsets[op.id]; ok {
-			op.committed(o.Offset)
-		}
+	return true
+}
+
+func (s *DeliveryStage) commitParked(ctx context.Context, offsets kadm.Offsets) bool {
+	resp, err := s.admin.CommitOffsets(ctx, s.cfg.ParkedGroup, offsets)
+	if err == nil {
+		err = resp.Error()
 	}
+	if err != nil {
+		s.cfg.Logger.Warn("parked commit failed; will retry", "err", err)
+		return false
+	}
+	return true
 }
 
 func (s *DeliveryStage) wakeLanes() {
@@ -339,7 +465,7 @@ func firstCommitError(resp *kmsg.OffsetCommitResponse, err error) error {
 func (s *DeliveryStage) everyCommitInterval() {
 	now := s.cfg.Now()
 	for _, op := range s.ownedPartitions() {
-		op.refreshLimits(now)
+		op.maintain(now)
 	}
 	s.commit()
 }

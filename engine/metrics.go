@@ -16,6 +16,7 @@ type Metrics struct {
 	deliveries        *prometheus.CounterVec
 	deadLetters       *prometheus.CounterVec
 	superseded        prometheus.Counter
+	parks             *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine metrics with reg.
@@ -49,8 +50,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		superseded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "laneway_deliveries_superseded_total", Help: "Pending state updates replaced by a newer revision (coalescing).",
 		}),
+		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "laneway_lanes_parked_total", Help: "Lanes moved to the parked topic, by reason (park_after, lane_buffer, paused).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
+	reg.MustRegister(m.parks, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
 }
@@ -94,4 +98,11 @@ func (m *Metrics) supersededN(n int) {
 	}
 	m.superseded.Add(float64(n))
 	m.deliveries.WithLabelValues("superseded").Add(float64(n))
+}
+
+func (m *Metrics) parked(reason string) {
+	if m == nil {
+		return
+	}
+	m.parks.WithLabelValues(reason).Inc()
 }

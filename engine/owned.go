@@ -17,10 +17,11 @@ import (
 	"github.com/laneway/laneway/signing"
 )
 
-// ownedPartition is one deliveries partition while this instance owns it:
-// its offset tracker and the lanes of the endpoints keyed to it. Its mutex
-// guards everything below it; HTTP attempts and Kafka produces run outside
-// the lock.
+// ownedPartition is one deliveries partition (and the parked partition of
+// the same number) while this instance owns it: the offset tracker, the
+// lanes of the endpoints keyed to it and their parked state. Its mutex
+// guards everything below it; HTTP attempts, Kafka produces and parked
+// reads run outside the lock.
 type ownedPartition struct {
 	s  *DeliveryStage
 	id int32
@@ -34,15 +35,33 @@ type ownedPartition struct {
 	stopped       bool
 	inFlight      int
 	drained       chan struct{} // closed once stopped with nothing in flight
+
+	parked           map[string]*parkedLane
+	parkedEnd        int64              // next offset of the parked partition
+	lastParkedCommit int64              // parked offset last committed
+	alreadyParked    map[int64]struct{} // deliveries offsets found in the parked log at assignment
+	appends          []parkedAppend     // waiting for appendLoop, in order
+	appendWake       chan struct{}
+	parkedWake       chan struct{}
+	stopCh           chan struct{}  // closed by stop
+	parkedWorkers    sync.WaitGroup // appendLoop and readLoop
 }
 
 // laneState is a lane plus what delivering to its endpoint needs.
 type laneState struct {
 	id        string
 	lane      *Lane
+	running   map[*Task]struct{} // in flight, so parking can copy them
 	signer    *signing.Signer
 	secrets   []string // the secrets signer was built from
 	disabling bool     // a disable is already being written
+}
+
+// work is a task's payload: the delivery and where its record lives.
+type work struct {
+	d      *event.Delivery
+	parked bool  // Task.Offset is a parked offset, not a deliveries one
+	src    int64 // for parked work: the deliveries offset it came from
 }
 
 func newOwnedPartition(s *DeliveryStage, id int32) *ownedPartition {
@@ -50,13 +69,24 @@ func newOwnedPartition(s *DeliveryStage, id int32) *ownedPartition {
 		s: s, id: id, lastCommitted: -1,
 		lanes: map[string]*laneState{}, waiting: map[*laneState]struct{}{},
 		drained: make(chan struct{}),
+		parked:  map[string]*parkedLane{}, alreadyParked: map[int64]struct{}{},
+		appendWake: make(chan struct{}, 1), parkedWake: make(chan struct{}, 1), stopCh: make(chan struct{}),
 	}
 }
 
-// deadWrite is a dead letter to produce once the partition lock is released.
+// startParkedWorkers runs the partition's parked append and read loops
+// until stop.
+func (op *ownedPartition) startParkedWorkers() {
+	op.parkedWorkers.Add(2)
+	go op.appendLoop()
+	go op.readLoop()
+}
+
+// deadWrite is a dead letter to produce once the partition lock is
+// released; done runs under the lock once it is safely in Kafka.
 type deadWrite struct {
-	offset int64
 	letter event.DeadLetter
+	done   func()
 }
 
 // dispatch hands freshly fetched records to their lanes.
@@ -84,31 +114,46 @@ func (op *ownedPartition) dispatch(fp kgo.FetchPartition) {
 	}
 }
 
-// routeLocked pushes a record to its lane, or returns the dead letter it
-// becomes when it cannot be delivered at all.
+// routeLocked sends a record to its lane, or to the parked log when the
+// endpoint is parked, or returns the dead letter it becomes when it cannot
+// be delivered at all.
 func (op *ownedPartition) routeLocked(r *kgo.Record, now time.Time) (deadWrite, bool) {
+	offset := r.Offset
+	finish := func() { op.tracker.Done(offset) }
+	if _, ok := op.alreadyParked[offset]; ok {
+		delete(op.alreadyParked, offset) // replayed after a restart: already in the parked log
+		finish()
+		return deadWrite{}, true
+	}
 	d, err := event.ParseDelivery(r.Value)
 	if err != nil {
-		return deadWrite{r.Offset, event.DeadLetter{
+		return deadWrite{event.DeadLetter{
 			ID: fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset), Reason: event.ReasonInvalidDelivery,
 			Detail: err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key), Raw: r.Value,
 			Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
-		}}, false
+		}, finish}, false
 	}
 	ep, ok := op.s.cfg.Endpoints.Get(d.EndpointID)
 	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable {
-		return deadWrite{r.Offset, deadLetterOf(&d, reason, detail, now)}, false
+		return deadWrite{deadLetterOf(&d, reason, detail, now), finish}, false
+	}
+	if pl, ok := op.parked[d.EndpointID]; ok {
+		op.enqueueAppendLocked(pl, &d, offset, true)
+		return deadWrite{}, true
 	}
 	ls := op.laneLocked(d.EndpointID, ep.MaxConcurrency)
 	t := &Task{
-		Offset: r.Offset, Partition: r.Partition, Entity: d.Entity, Revision: d.Revision,
-		Coalesce: d.Coalesce, NotBefore: d.NotBefore, EnqueuedAt: now, Attempts: d.Attempts, Payload: &d,
+		Offset: offset, Partition: r.Partition, Entity: d.Entity, Revision: d.Revision,
+		Coalesce: d.Coalesce, NotBefore: d.NotBefore, EnqueuedAt: now, Attempts: d.Attempts,
+		Payload: &work{d: &d},
 	}
-	superseded := ls.lane.Push(t)
-	for _, old := range superseded {
-		op.tracker.Done(old.Offset)
+	for _, old := range ls.lane.Push(t) {
+		op.supersededLocked(old)
 	}
-	op.s.cfg.Metrics.supersededN(len(superseded))
+	if ls.lane.Pending() > op.s.cfg.LaneBuffer {
+		op.parkLocked(ls, "lane_buffer")
+		return deadWrite{}, true
+	}
 	op.pumpLocked(ls, now)
 	return deadWrite{}, true
 }
@@ -134,10 +179,18 @@ func deadLetterOf(d *event.Delivery, reason, detail string, now time.Time) event
 func (op *ownedPartition) laneLocked(id string, maxConcurrency int) *laneState {
 	ls, ok := op.lanes[id]
 	if !ok {
-		ls = &laneState{id: id, lane: NewLane(id, maxConcurrency)}
+		ls = &laneState{id: id, lane: NewLane(id, maxConcurrency), running: map[*Task]struct{}{}}
 		op.lanes[id] = ls
 	}
 	return ls
+}
+
+func (op *ownedPartition) maxConcurrencyOf(id string) int {
+	ep, ok := op.s.cfg.Endpoints.Get(id)
+	if !ok {
+		return endpoint.DefaultMaxConcurrency
+	}
+	return ep.MaxConcurrency
 }
 
 // pumpLocked starts every task the lane allows now.
@@ -147,6 +200,7 @@ func (op *ownedPartition) pumpLocked(ls *laneState, now time.Time) {
 	}
 	for t := ls.lane.Next(now); t != nil; t = ls.lane.Next(now) {
 		op.inFlight++
+		ls.running[t] = struct{}{}
 		op.s.background.Add(1)
 		go op.attempt(ls, t)
 	}
@@ -158,7 +212,11 @@ func (op *ownedPartition) pumpLocked(ls *laneState, now time.Time) {
 // attempt makes one HTTP delivery attempt and acts on its outcome.
 func (op *ownedPartition) attempt(ls *laneState, t *Task) {
 	defer op.s.background.Done()
-	d := t.Payload.(*event.Delivery)
+	w := t.Payload.(*work)
+	d := w.d
+	if op.skipFinishedCopy(ls, t, w) {
+		return
+	}
 	now := op.s.cfg.Now()
 	ep, ok := op.s.cfg.Endpoints.Get(d.EndpointID)
 	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable {
@@ -182,8 +240,28 @@ func (op *ownedPartition) attempt(ls *laneState, t *Task) {
 	op.settle(ls, t, ep, res, outcome)
 }
 
+// skipFinishedCopy ends a parked copy of an in-flight delivery whose
+// original has since finished, without sending it again.
+func (op *ownedPartition) skipFinishedCopy(ls *laneState, t *Task, w *work) bool {
+	if !w.parked {
+		return false
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	pl := op.parked[ls.id]
+	if pl == nil || !pl.copies[w.src] {
+		return false
+	}
+	delete(pl.copies, w.src)
+	ls.lane.Finish(t)
+	op.releaseLocked(ls, t)
+	op.offsetDoneLocked(ls, t)
+	op.afterAttemptLocked(ls)
+	return true
+}
+
 func (op *ownedPartition) settle(ls *laneState, t *Task, ep endpoint.Endpoint, res deliver.Result, outcome deliver.Outcome) {
-	d := t.Payload.(*event.Delivery)
+	d := t.Payload.(*work).d
 	switch outcome {
 	case deliver.Delivered:
 		op.s.cfg.Metrics.ended("delivered")
@@ -247,7 +325,8 @@ func (op *ownedPartition) finish(ls *laneState, t *Task) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	ls.lane.Finish(t)
-	op.tracker.Done(t.Offset)
+	op.releaseLocked(ls, t)
+	op.offsetDoneLocked(ls, t)
 	op.afterAttemptLocked(ls)
 }
 
@@ -255,18 +334,58 @@ func (op *ownedPartition) retry(ls *laneState, t *Task, notBefore time.Time) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	ls.lane.Retry(t, notBefore)
+	delete(ls.running, t)
 	op.afterAttemptLocked(ls)
 }
 
 // endDead frees the entity at once (a dead delivery is finished for ordering)
 // and marks the offset done only when the dead letter is safely in Kafka.
 func (op *ownedPartition) endDead(ls *laneState, t *Task, reason, detail string) {
-	d := t.Payload.(*event.Delivery)
-	op.writeDeadLetter(deadWrite{t.Offset, deadLetterOf(d, reason, detail, op.s.cfg.Now())})
+	d := t.Payload.(*work).d
+	op.writeDeadLetter(deadWrite{deadLetterOf(d, reason, detail, op.s.cfg.Now()), func() { op.offsetDoneLocked(ls, t) }})
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	ls.lane.Finish(t)
+	op.releaseLocked(ls, t)
 	op.afterAttemptLocked(ls)
+}
+
+// releaseLocked does the bookkeeping of a task leaving its lane: a parked
+// window slot frees, and a parked copy of a direct original may be skipped.
+func (op *ownedPartition) releaseLocked(ls *laneState, t *Task) {
+	delete(ls.running, t)
+	w := t.Payload.(*work)
+	pl := op.parked[ls.id]
+	switch {
+	case pl == nil:
+	case w.parked:
+		pl.inLane--
+		op.signalParked()
+	default:
+		if _, isCopied := pl.copies[t.Offset]; isCopied {
+			pl.copies[t.Offset] = true
+		}
+	}
+}
+
+// offsetDoneLocked marks the task's record finished in whichever log holds it.
+func (op *ownedPartition) offsetDoneLocked(ls *laneState, t *Task) {
+	w := t.Payload.(*work)
+	if !w.parked {
+		op.tracker.Done(t.Offset)
+		return
+	}
+	if pl := op.parked[ls.id]; pl != nil {
+		pl.loaded.Done(t.Offset)
+	}
+}
+
+// supersededLocked finishes a pending task replaced by a newer revision.
+func (op *ownedPartition) supersededLocked(t *Task) {
+	ls := op.lanes[t.Payload.(*work).d.EndpointID]
+	op.releaseLocked(ls, t)
+	op.offsetDoneLocked(ls, t)
+	op.s.cfg.Metrics.supersededN(1)
 }
 
 func (op *ownedPartition) afterAttemptLocked(ls *laneState) {
@@ -278,7 +397,7 @@ func (op *ownedPartition) afterAttemptLocked(ls *laneState) {
 		return
 	}
 	op.pumpLocked(ls, op.s.cfg.Now())
-	if ls.lane.Idle() {
+	if ls.lane.Idle() && op.parked[ls.id] == nil {
 		delete(op.lanes, ls.id)
 		delete(op.waiting, ls)
 	}
@@ -297,12 +416,12 @@ func (op *ownedPartition) writeDeadLetter(dw deadWrite) {
 		if err != nil {
 			// The offset stays unfinished, so the watermark holds and the
 			// delivery is read again after a restart: nothing is lost.
-			op.s.cfg.Logger.Error("dead letter write failed", "partition", op.id, "offset", dw.offset, "err", err)
+			op.s.cfg.Logger.Error("dead letter write failed", "partition", op.id, "err", err)
 			return
 		}
 		op.s.cfg.Metrics.dead(dw.letter.Reason)
 		op.mu.Lock()
-		op.tracker.Done(dw.offset)
+		dw.done()
 		op.mu.Unlock()
 	})
 }
@@ -347,9 +466,11 @@ func (op *ownedPartition) wake(now time.Time) {
 	}
 }
 
-// refreshLimits applies live max_concurrency changes to lanes with work
-// waiting, so a raised limit takes effect without waiting for a completion.
-func (op *ownedPartition) refreshLimits(now time.Time) {
+// maintain applies live config changes (a raised max_concurrency starts
+// waiting work without waiting for a completion) and parks every lane that
+// cannot keep up: its oldest pending delivery is older than ParkAfter, or
+// its endpoint is paused.
+func (op *ownedPartition) maintain(now time.Time) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	for _, ls := range op.lanes {
@@ -358,14 +479,35 @@ func (op *ownedPartition) refreshLimits(now time.Time) {
 			continue
 		}
 		ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+		if op.parked[ls.id] == nil {
+			if why := op.parkReason(ls, ep, now); why != "" {
+				op.parkLocked(ls, why)
+				continue
+			}
+		}
 		if ls.lane.Pending() > 0 {
 			op.pumpLocked(ls, now)
 		}
 	}
 }
 
+func (op *ownedPartition) parkReason(ls *laneState, ep endpoint.Endpoint, now time.Time) string {
+	switch {
+	case ep.Paused:
+		return "paused"
+	case ls.lane.Pending() == 0:
+		return ""
+	case ls.lane.Pending() > op.s.cfg.LaneBuffer:
+		return "lane_buffer"
+	}
+	if oldest, ok := ls.lane.OldestEnqueuedAt(); ok && now.Sub(oldest) > op.s.cfg.ParkAfter {
+		return "park_after"
+	}
+	return ""
+}
+
 // stop drops every unstarted task (the next owner reads them again) and
-// stops new attempts.
+// stops new attempts and the parked worker.
 func (op *ownedPartition) stop() {
 	op.mu.Lock()
 	defer op.mu.Unlock()
@@ -374,35 +516,56 @@ func (op *ownedPartition) stop() {
 		ls.lane.DrainUnstarted()
 	}
 	clear(op.waiting)
+	close(op.stopCh)
 	if op.inFlight == 0 {
 		close(op.drained)
 	}
 }
 
+// awaitIdle waits for in-flight attempts and the parked loops (appendLoop
+// produces every queued append before it exits).
 func (op *ownedPartition) awaitIdle(deadline time.Time) bool {
+	workersDone := make(chan struct{})
+	go func() {
+		op.parkedWorkers.Wait()
+		close(workersDone)
+	}()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	select {
-	case <-op.drained:
-		return true
-	case <-timer.C:
-		return false
+	for _, ch := range []chan struct{}{op.drained, workersDone} {
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		}
 	}
+	return true
 }
 
-// uncommittedWatermark returns the watermark if it moved since the last commit.
-func (op *ownedPartition) uncommittedWatermark() (int64, bool) {
+// uncommittedWatermarks returns the deliveries and parked offsets to commit
+// if they moved since the last commit (-1 when unchanged).
+func (op *ownedPartition) uncommittedWatermarks() (deliveries, parked int64) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
-	if op.tracker == nil {
-		return 0, false
+	deliveries, parked = -1, -1
+	if op.tracker != nil {
+		if w := op.tracker.Watermark(); w != op.lastCommitted {
+			deliveries = w
+		}
 	}
-	w := op.tracker.Watermark()
-	return w, w != op.lastCommitted
+	if w := op.parkedCommitOffset(); w != op.lastParkedCommit {
+		parked = w
+	}
+	return deliveries, parked
 }
 
-func (op *ownedPartition) committed(offset int64) {
+func (op *ownedPartition) committed(deliveries, parked int64) {
 	op.mu.Lock()
-	op.lastCommitted = offset
-	op.mu.Unlock()
+	defer op.mu.Unlock()
+	if deliveries >= 0 {
+		op.lastCommitted = deliveries
+	}
+	if parked >= 0 {
+		op.lastParkedCommit = parked
+	}
 }
