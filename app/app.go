@@ -65,6 +65,10 @@ type Config struct {
 	Retry deliver.RetryPolicy
 	// CommitInterval is how often delivery watermarks are committed. Default 1s.
 	CommitInterval time.Duration
+	// ParkAfter parks a lane whose oldest pending delivery waited this long. Default 30s.
+	ParkAfter time.Duration
+	// LaneBuffer parks a lane holding more unstarted deliveries. Default 1000.
+	LaneBuffer int
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -267,7 +271,8 @@ func (a *App) startStages(context.Context) error {
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
 		Endpoints: a.store, Sender: sender,
-		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, Metrics: metrics, Logger: a.log,
+		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
+		Metrics: metrics, Logger: a.log,
 		ClientOpts: a.clientOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})
 	if err != nil {
@@ -352,3 +357,6 @@ func (p *publisher) Publish(ctx context.Context, env event.Envelope) (int32, int
 
 // Topics are the topic names in use.
 func (a *App) Topics() topics.Config { return a.cfg.Topics }
+
+// DeliveriesGroup is the delivery stage's consumer group.
+func (a *App) DeliveriesGroup() string { return a.cfg.GroupPrefix + "-deliveries" }

@@ -151,6 +151,17 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	}
 	s := &DeliveryStage{cfg: cfg, parts: map[int32]*ownedPartition{}}
 	s.attemptCtx, s.cancelAttempt = context.WithCancel(context.Background())
+	// The parked reader gets a client of its own: Kafka answers requests on
+	// one connection in order, and the group consumer's long-polling fetches
+	// would otherwise delay every parked read by up to their max wait. It is
+	// made first because the group client may call onAssigned, which uses
+	// it, before kgo.NewClient even returns.
+	readerClient, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ReaderClientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("parked reader client: %w", err)
+	}
+	s.admin = kadm.NewClient(readerClient)
+	s.parkedReader = newOffsetReader(readerClient, cfg.Topics.Parked)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -168,19 +179,10 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		readerClient.Close()
 		return nil, fmt.Errorf("delivery client: %w", err)
 	}
-	// The parked reader gets a client of its own: Kafka answers requests on
-	// one connection in order, and the group consumer's long-polling fetches
-	// would otherwise delay every parked read by up to their max wait.
-	readerClient, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ReaderClientOpts...)...)
-	if err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("parked reader client: %w", err)
-	}
 	s.client = cl
-	s.admin = kadm.NewClient(cl)
-	s.parkedReader = newOffsetReader(readerClient, cfg.Topics.Parked)
 	return s, nil
 }
 
@@ -219,7 +221,7 @@ func (s *DeliveryStage) Stop() {
 		owned = append(owned, p)
 	}
 	s.mu.Unlock()
-	s.release(context.Background(), owned, true)
+	s.release(context.Background(), s.client, owned, true)
 	s.cancelAttempt()
 	s.background.Wait()
 	s.client.Close()
@@ -282,9 +284,9 @@ func (s *DeliveryStage) ownedPartitions() []*ownedPartition {
 // onAssigned takes partitions over. Before any of their deliveries is
 // dispatched (BlockRebalanceOnPoll guarantees this runs between polls), it
 // reads the parked partition to learn which endpoints are still parked.
-func (s *DeliveryStage) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
-		op := newOwnedPartition(s, p)
+		op := newOwnedPartition(s, p, cl)
 		if err := s.discover(ctx, op); err != nil {
 			return // the client is closing
 		}
@@ -328,21 +330,21 @@ func (s *DeliveryStage) tryDiscover(ctx context.Context, op *ownedPartition) err
 	return op.discoverParked(ctx, start, delivered)
 }
 
-func (s *DeliveryStage) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	s.release(ctx, revoked[s.cfg.Topics.Deliveries], true)
+func (s *DeliveryStage) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.release(ctx, cl, revoked[s.cfg.Topics.Deliveries], true)
 }
 
 // onLost drops the partitions without committing: another member may own
 // them already, and a commit from us could move its progress backwards.
-func (s *DeliveryStage) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	s.release(ctx, lost[s.cfg.Topics.Deliveries], false)
+func (s *DeliveryStage) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	s.release(ctx, cl, lost[s.cfg.Topics.Deliveries], false)
 }
 
 // release gives partitions up: unstarted tasks are dropped (the next owner
 // reads them again from the committed watermark), in-flight attempts are
 // awaited so two owners never deliver the same entity at once, and then the
 // watermark is committed if commit is set.
-func (s *DeliveryStage) release(ctx context.Context, parts []int32, commit bool) {
+func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int32, commit bool) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	var gone []*ownedPartition
@@ -367,11 +369,11 @@ func (s *DeliveryStage) release(ctx context.Context, parts []int32, commit bool)
 		// Parked appends must be acknowledged before the commit, or their
 		// deliveries would be parked a second time by the next owner.
 		flushCtx, cancel := context.WithTimeout(ctx, s.cfg.RevokeTimeout)
-		if err := s.client.Flush(flushCtx); err != nil {
+		if err := cl.Flush(flushCtx); err != nil {
 			s.cfg.Logger.Warn("flushing parked appends before commit", "err", err)
 		}
 		cancel()
-		s.commitPartitions(ctx, gone)
+		s.commitPartitions(ctx, cl, gone)
 	}
 	for _, op := range gone {
 		s.cfg.Logger.Info("deliveries partition released", "partition", op.id, "committed", commit)
@@ -381,13 +383,13 @@ func (s *DeliveryStage) release(ctx context.Context, parts []int32, commit bool)
 func (s *DeliveryStage) commit() {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	s.commitPartitions(context.Background(), s.ownedPartitions())
+	s.commitPartitions(context.Background(), s.client, s.ownedPartitions())
 }
 
 // commitPartitions commits, for each partition that moved, the deliveries
 // watermark under the consumer group and the parked offset under the
 // memberless parked group.
-func (s *DeliveryStage) commitPartitions(ctx context.Context, ops []*ownedPartition) {
+func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ops []*ownedPartition) {
 	deliveries := map[int32]kgo.EpochOffset{}
 	parked := kadm.Offsets{}
 	for _, op := range ops {
@@ -401,7 +403,7 @@ func (s *DeliveryStage) commitPartitions(ctx context.Context, ops []*ownedPartit
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	dOK := len(deliveries) == 0 || s.commitDeliveries(ctx, deliveries)
+	dOK := len(deliveries) == 0 || s.commitDeliveries(ctx, cl, deliveries)
 	pOK := len(parked) == 0 || s.commitParked(ctx, parked)
 	for _, op := range ops {
 		d, p := int64(-1), int64(-1)
@@ -415,10 +417,10 @@ func (s *DeliveryStage) commitPartitions(ctx context.Context, ops []*ownedPartit
 	}
 }
 
-func (s *DeliveryStage) commitDeliveries(ctx context.Context, offsets map[int32]kgo.EpochOffset) bool {
+func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, offsets map[int32]kgo.EpochOffset) bool {
 	var commitErr error
 	all := map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Deliveries: offsets}
-	s.client.CommitOffsetsSync(ctx, all, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	cl.CommitOffsetsSync(ctx, all, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = firstCommitError(resp, err)
 	})
 	if commitErr != nil {

@@ -23,8 +23,9 @@ import (
 // guards everything below it; HTTP attempts, Kafka produces and parked
 // reads run outside the lock.
 type ownedPartition struct {
-	s  *DeliveryStage
-	id int32
+	s      *DeliveryStage
+	id     int32
+	client *kgo.Client // the group client: dead letters and parked appends
 
 	mu            sync.Mutex
 	tracker       *partition.Tracker // nil until the first record arrives
@@ -64,9 +65,9 @@ type work struct {
 	src    int64 // for parked work: the deliveries offset it came from
 }
 
-func newOwnedPartition(s *DeliveryStage, id int32) *ownedPartition {
+func newOwnedPartition(s *DeliveryStage, id int32, client *kgo.Client) *ownedPartition {
 	return &ownedPartition{
-		s: s, id: id, lastCommitted: -1,
+		s: s, id: id, client: client, lastCommitted: -1,
 		lanes: map[string]*laneState{}, waiting: map[*laneState]struct{}{},
 		drained: make(chan struct{}),
 		parked:  map[string]*parkedLane{}, alreadyParked: map[int64]struct{}{},
@@ -138,7 +139,7 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, now time.Time) (deadWrite, 
 		return deadWrite{deadLetterOf(&d, reason, detail, now), finish}, false
 	}
 	if pl, ok := op.parked[d.EndpointID]; ok {
-		op.enqueueAppendLocked(pl, &d, offset, true)
+		op.enqueueAppendLocked(pl, &d, offset)
 		return deadWrite{}, true
 	}
 	ls := op.laneLocked(d.EndpointID, ep.MaxConcurrency)
@@ -411,7 +412,7 @@ func (op *ownedPartition) writeDeadLetter(dw deadWrite) {
 	}
 	rec := &kgo.Record{Topic: op.s.cfg.Topics.Dead, Key: []byte(dw.letter.EndpointID), Value: value}
 	op.s.background.Add(1)
-	op.s.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	op.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 		defer op.s.background.Done()
 		if err != nil {
 			// The offset stays unfinished, so the watermark holds and the

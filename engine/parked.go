@@ -86,7 +86,7 @@ func (pl *parkedLane) noteBacklog(createdAt time.Time) {
 // parkedAppend is a record waiting for the appender, in parking order.
 type parkedAppend struct {
 	lane   *parkedLane
-	src    int64 // deliveries offset; -1 when the record is a copy whose offset another path finishes
+	src    int64 // the deliveries offset the append finishes
 	record *kgo.Record
 }
 
@@ -105,7 +105,9 @@ func (op *ownedPartition) parkLocked(ls *laneState, why string) {
 			continue // already in the parked log
 		}
 		pl.copies[t.Offset] = false
-		op.enqueueAppendLocked(pl, w.d, t.Offset, false)
+		// Once the copy is in Kafka it carries the delivery, so its ack
+		// finishes the deliveries offset even while the original retries.
+		op.enqueueAppendLocked(pl, w.d, t.Offset)
 	}
 	// A lane that is not parked holds no parked tasks, so everything it
 	// drains came from the deliveries partition.
@@ -113,7 +115,7 @@ func (op *ownedPartition) parkLocked(ls *laneState, why string) {
 	for _, t := range drained {
 		w := t.Payload.(*work)
 		w.d.Attempts, w.d.NotBefore = t.Attempts, t.NotBefore
-		op.enqueueAppendLocked(pl, w.d, t.Offset, true)
+		op.enqueueAppendLocked(pl, w.d, t.Offset)
 	}
 	delete(op.waiting, ls)
 	op.s.cfg.Logger.Info("lane parked", "endpoint", ls.id, "partition", op.id, "reason", why,
@@ -121,9 +123,9 @@ func (op *ownedPartition) parkLocked(ls *laneState, why string) {
 	op.s.cfg.Metrics.parked(why)
 }
 
-// enqueueAppendLocked queues d for the appender. finishes says whether the
-// append's acknowledgement finishes the deliveries offset src.
-func (op *ownedPartition) enqueueAppendLocked(pl *parkedLane, d *event.Delivery, src int64, finishes bool) {
+// enqueueAppendLocked queues d for the appender; the append's
+// acknowledgement finishes the deliveries offset src.
+func (op *ownedPartition) enqueueAppendLocked(pl *parkedLane, d *event.Delivery, src int64) {
 	value, err := json.Marshal(d)
 	if err != nil {
 		op.s.cfg.Logger.Error("cannot encode parked delivery", "err", err)
@@ -132,9 +134,6 @@ func (op *ownedPartition) enqueueAppendLocked(pl *parkedLane, d *event.Delivery,
 	rec := &kgo.Record{
 		Topic: op.s.cfg.Topics.Parked, Partition: op.id, Key: []byte(pl.id), Value: value,
 		Headers: []kgo.RecordHeader{{Key: srcHeader, Value: []byte(strconv.FormatInt(src, 10))}},
-	}
-	if !finishes {
-		src = -1
 	}
 	pl.appending++
 	pl.noteBacklog(d.CreatedAt)
@@ -199,7 +198,7 @@ func (op *ownedPartition) flushAppends() {
 	op.appends = nil
 	op.mu.Unlock()
 	for _, a := range queued {
-		op.s.client.Produce(context.Background(), a.record, func(r *kgo.Record, err error) {
+		op.client.Produce(context.Background(), a.record, func(r *kgo.Record, err error) {
 			op.appended(a, r, err)
 		})
 	}
@@ -217,7 +216,7 @@ func (op *ownedPartition) appended(a parkedAppend, r *kgo.Record, err error) {
 	}
 	a.lane.last = max(a.lane.last, r.Offset)
 	op.parkedEnd = max(op.parkedEnd, r.Offset+1)
-	if a.src >= 0 && op.tracker != nil {
+	if op.tracker != nil {
 		op.tracker.Done(a.src)
 	}
 	op.signalParked()

@@ -42,13 +42,20 @@ type Config struct {
 	DeadRetention time.Duration
 }
 
+// WithPrefix names every topic not yet named "<prefix>.<role>", so several
+// independent Laneways can share one cluster.
+func (c Config) WithPrefix(prefix string) Config {
+	setString(&c.Events, prefix+".events")
+	setString(&c.Deliveries, prefix+".deliveries")
+	setString(&c.Parked, prefix+".parked")
+	setString(&c.Dead, prefix+".dead")
+	setString(&c.Endpoints, prefix+".endpoints")
+	return c
+}
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	setString(&c.Events, "laneway.events")
-	setString(&c.Deliveries, "laneway.deliveries")
-	setString(&c.Parked, "laneway.parked")
-	setString(&c.Dead, "laneway.dead")
-	setString(&c.Endpoints, "laneway.endpoints")
+	c = c.WithPrefix("laneway")
 	if c.Partitions <= 0 {
 		c.Partitions = 8
 	}

@@ -26,7 +26,9 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "Redis URL (redis://host:port/db); empty runs an in-process Redis")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "API, console and metrics listen address")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback)")
-	fs.StringVar(&cfg.Topics.Events, "events-topic", "laneway.events", "topic producers publish events to")
+	fs.StringVar(&cfg.Topics.Events, "events-topic", "", "topic producers publish events to (default <topic-prefix>.events)")
+	fs.StringVar(&lists.topicPrefix, "topic-prefix", "laneway", "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")
+	fs.StringVar(&cfg.GroupPrefix, "group-prefix", "laneway", "prefix of Laneway's consumer groups and transactional ids")
 	partitions := fs.Int("partitions", 8, "partitions of the events, deliveries and parked topics when Laneway creates them")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "stable unique name of this instance (default: hostname)")
 	fs.Var(&lists.allow, "allow-targets", "comma-separated CIDRs delivery may reach despite the SSRF guard (e.g. 127.0.0.0/8)")
@@ -36,6 +38,8 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.IntVar(&cfg.Retry.MaxAttempts, "max-attempts", deliver.DefaultMaxAttempts, "attempts before a delivery is dead")
 	fs.DurationVar(&cfg.Retry.MaxAge, "max-age", deliver.DefaultMaxAge, "age after which a delivery is dead")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", time.Second, "how often delivery watermarks are committed")
+	fs.DurationVar(&cfg.ParkAfter, "park-after", 30*time.Second, "park a lane whose oldest pending delivery has waited this long")
+	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 1000, "park a lane holding more unstarted deliveries than this")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logs.format, "log-format", "json", "json or text")
 	lists.partitions = partitions
@@ -47,6 +51,7 @@ type logFlags struct{ level, format string }
 type listFlags struct {
 	brokers, allow stringList
 	partitions     *int
+	topicPrefix    string
 }
 
 // stringList is a comma-separated flag value.
@@ -107,6 +112,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (ap
 	}
 	cfg.KafkaBrokers = lists.brokers
 	cfg.Topics.Partitions = int32(*lists.partitions)
+	cfg.Topics = cfg.Topics.WithPrefix(lists.topicPrefix)
 	for _, s := range lists.allow {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {

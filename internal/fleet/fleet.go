@@ -20,11 +20,12 @@ import (
 
 // Receipt is one delivery as the receiver saw it.
 type Receipt struct {
-	MsgID    string
-	Entity   string
-	Revision int64
-	At       time.Time
-	Data     json.RawMessage
+	MsgID     string
+	Entity    string
+	Revision  int64
+	Timestamp time.Time // the payload's timestamp: the event's occurred_at
+	At        time.Time // when the receiver accepted it
+	Data      json.RawMessage
 }
 
 // Behavior decides how an endpoint answers; nil answers 204 at once.
@@ -137,7 +138,8 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 			ID       string `json:"id"`
 			Revision int64  `json:"revision"`
 		} `json:"entity"`
-		Data json.RawMessage `json:"data"`
+		Data      json.RawMessage `json:"data"`
+		Timestamp time.Time       `json:"timestamp"`
 	}
 	_ = json.Unmarshal(body, &p)
 	msgID := r.Header.Get("webhook-id")
@@ -155,7 +157,9 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	ep.mu.Lock()
-	ep.receipts = append(ep.receipts, Receipt{MsgID: msgID, Entity: p.Entity.ID, Revision: p.Entity.Revision, At: time.Now(), Data: p.Data})
+	ep.receipts = append(ep.receipts, Receipt{
+		MsgID: msgID, Entity: p.Entity.ID, Revision: p.Entity.Revision, Timestamp: p.Timestamp, At: time.Now(), Data: p.Data,
+	})
 	ep.mu.Unlock()
 	return true
 }

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/benchrecv"
+)
+
+// settle is how long the receiver keeps counting after the last expected
+// delivery, so that a late duplicate or a stray delivery is still seen.
+const settle = time.Second
+
+// bench runs the baseline and the end-to-end measurement. Everything it
+// starts is stopped before it returns.
+func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
+	sched := newSchedule(cfg)
+	recv, err := benchrecv.Start(benchrecv.Config{
+		Endpoints: cfg.Endpoints, Slots: sched.deliveries(), Lookup: sched.lookup,
+		Delay: cfg.ReceiverDelay, SharedListener: cfg.SharedPort, Verify: cfg.Verify,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer recv.Close() // last: Laneway's stop lets in-flight attempts finish
+	res := newResult(cfg)
+	if cfg.RawRequests > 0 {
+		fmt.Fprintf(stderr, "raw HTTP baseline: %d requests, %d workers...\n", cfg.RawRequests, cfg.RawConcurrency)
+		raw, err := rawBaseline(ctx, recv.RawURL(), cfg.RawRequests, cfg.RawConcurrency, sched.sampleBody())
+		if err != nil {
+			return nil, err
+		}
+		res.Raw = &raw
+	}
+	fmt.Fprintln(stderr, "starting laneway...")
+	lw, err := startLaneway(ctx, cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return nil, err
+	}
+	defer lw.stop(time.Minute, stderr)
+	if err := lw.createEndpoints(ctx, recv, sched); err != nil {
+		return nil, err
+	}
+	prod, err := newProducer(lw.app.Brokers(), lw.app.Topics().Events, cfg.Linger)
+	if err != nil {
+		return nil, err
+	}
+	defer prod.Close()
+	res.Laneway, err = measure(ctx, cfg, sched, lw, prod, recv, stderr)
+	if err != nil {
+		return nil, err
+	}
+	res.finish()
+	return res, nil
+}
+
+// measure warms up, then publishes the events and waits for the deliveries.
+// Running out of time is not an error: what arrived is reported, and the
+// missing deliveries fail the run.
+func measure(ctx context.Context, cfg config, sched schedule, lw *laneway, prod *kgo.Client, recv *benchrecv.Receiver, stderr io.Writer) (e2eResult, error) {
+	r := e2eResult{Events: sched.events, Deliveries: sched.deliveries()}
+	if cfg.Warmup {
+		d, err := warmup(ctx, prod, recv, sched, lw.app.Registry())
+		if err != nil {
+			return r, err
+		}
+		r.WarmupSeconds = d.Seconds()
+	}
+	counters0 := readCounters(lw.app.Registry())
+	use := startUsage()
+	stopProfile, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		return r, err
+	}
+	defer stopProfile()
+	p := &published{at: make([]int64, sched.events)}
+	stopProgress := startProgress(cfg.Progress, stderr, p, recv, sched, lw.app.Registry())
+	fmt.Fprintf(stderr, "publishing %d events for %d deliveries...\n", sched.events, sched.deliveries())
+	if err := publish(ctx, prod, sched, cfg.Rate, p); err != nil {
+		stopProgress()
+		return r, err
+	}
+	want := int64(sched.deliveries())
+	waitErr := waitUntil(ctx, func() bool { return recv.Received() >= want })
+	stopProgress()
+	stopProfile()
+	r.Usage = use.since(recv.Received())
+	if waitErr != nil {
+		r.Incomplete = fmt.Sprintf("gave up waiting: %v", waitErr)
+	} else {
+		time.Sleep(settle)
+	}
+	r.fill(p, recv, sched)
+	r.Counters = readCounters(lw.app.Registry()).minus(counters0)
+	r.Correctness = checkCorrectness(recv, cfg, sched)
+	return r, nil
+}
+
+// fill computes throughput and latency from the receipt times.
+func (r *e2eResult) fill(p *published, recv *benchrecv.Receiver, sched schedule) {
+	lat, last := latencies(recv, sched, p.at)
+	r.PublishSeconds = p.end.Sub(p.start).Seconds()
+	r.PublishPerSecond = float64(sched.events) / r.PublishSeconds
+	if len(lat) == 0 {
+		return
+	}
+	r.Seconds = time.Unix(0, last).Sub(p.start).Seconds()
+	r.PerSecond = float64(len(lat)) / r.Seconds
+	slices.Sort(lat)
+	r.Latency = latencySummary{
+		P50Ms: ms(percentile(lat, 50)), P90Ms: ms(percentile(lat, 90)),
+		P99Ms: ms(percentile(lat, 99)), MaxMs: ms(lat[len(lat)-1]),
+	}
+}
+
+// latencies returns each received delivery's publish-to-receipt time and
+// the last receipt, in Unix nanoseconds.
+func latencies(recv *benchrecv.Receiver, sched schedule, publishedAt []int64) ([]time.Duration, int64) {
+	lat := make([]time.Duration, 0, sched.deliveries())
+	var last int64
+	for seq := range sched.events {
+		for k := range sched.fanout {
+			at := recv.ReceivedAt(sched.slot(seq, k))
+			if at == 0 {
+				continue
+			}
+			lat = append(lat, time.Duration(at-publishedAt[seq]))
+			last = max(last, at)
+		}
+	}
+	return lat, last
+}
+
+func checkCorrectness(recv *benchrecv.Receiver, cfg config, sched schedule) correctness {
+	st := recv.Stats()
+	c := correctness{
+		Stats: st, Expected: sched.deliveries(), Missing: int64(sched.deliveries()) - st.Received,
+		Unexpected: st.Unmatched, Limit: cfg.MaxConcurrency, Verified: cfg.Verify,
+	}
+	if cfg.Warmup {
+		c.Unexpected -= int64(sched.warmupDeliveries())
+	}
+	for n := range cfg.Endpoints {
+		m := recv.MaxInFlight(n)
+		c.MaxInFlight = max(c.MaxInFlight, m)
+		if m > int64(cfg.MaxConcurrency) {
+			c.EndpointsOverLimit++
+		}
+		if m == int64(cfg.MaxConcurrency) {
+			c.EndpointsAtLimit++
+		}
+	}
+	return c
+}
+
+// startProgress prints a progress line every interval until the returned
+// function is called. The fanned-out count, from Laneway's metrics, tells a
+// slow fan-out stage from a slow delivery stage.
+func startProgress(every time.Duration, w io.Writer, p *published, recv *benchrecv.Receiver, sched schedule, reg prometheus.Gatherer) func() {
+	if every <= 0 {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		prev := int64(0)
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				got, c := recv.Received(), readCounters(reg)
+				fmt.Fprintf(w, "  %5.1fs  published %d/%d  fanned out %.0f  delivered %d/%d  (%.0f/s)  lanes parked %.0f\n",
+					time.Since(start).Seconds(), p.acked.Load(), sched.events, c.FannedOut, got, sched.deliveries(),
+					float64(got-prev)/every.Seconds(), c.LanesParked)
+				prev = got
+			}
+		}
+	})
+	return sync.OnceFunc(func() {
+		close(done)
+		wg.Wait()
+	})
+}
+
+// startCPUProfile profiles until the returned function is first called.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}), nil
+}
+
+// usageStart is the process's resource use when the measured phase began.
+type usageStart struct {
+	wall time.Time
+	cpu  time.Duration
+	mem  runtime.MemStats
+}
+
+func startUsage() usageStart {
+	u := usageStart{wall: time.Now(), cpu: processCPU()}
+	runtime.ReadMemStats(&u.mem)
+	return u
+}
+
+// since is the resource use of the whole process (Laneway, embedded Kafka,
+// publisher and receiver alike) since u, per delivered message.
+func (u usageStart) since(delivered int64) usage {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	wall := time.Since(u.wall)
+	cpu := processCPU() - u.cpu
+	per := float64(max(delivered, 1))
+	return usage{
+		CPUCores:           cpu.Seconds() / wall.Seconds(),
+		CPUMicrosPerDeliv:  float64(cpu.Microseconds()) / per,
+		AllocBytesPerDeliv: float64(m.TotalAlloc-u.mem.TotalAlloc) / per,
+		GCs:                m.NumGC - u.mem.NumGC,
+	}
+}
+
+// lanewayCounters are Laneway's own delivery metrics.
+type lanewayCounters struct {
+	Attempts       float64 `json:"attempts"`
+	FailedAttempts float64 `json:"failed_attempts"`
+	DeadLetters    float64 `json:"dead_letters"`
+	// FannedOut counts deliveries the fan-out stage has committed.
+	FannedOut float64 `json:"fanned_out"`
+	// LanesParked counts lanes moved to the parked topic; their backlog is
+	// then read back at the endpoint's pace instead of flowing directly.
+	LanesParked float64 `json:"lanes_parked"`
+}
+
+func readCounters(g prometheus.Gatherer) lanewayCounters {
+	var c lanewayCounters
+	families, _ := g.Gather() // a partial gather is still worth reporting
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			v := m.GetCounter().GetValue()
+			switch f.GetName() {
+			case "laneway_delivery_attempts_total":
+				c.Attempts += v
+				if !hasLabel(m.GetLabel(), "outcome", "delivered") {
+					c.FailedAttempts += v
+				}
+			case "laneway_dead_letters_total":
+				c.DeadLetters += v
+			case "laneway_fanout_deliveries_total":
+				c.FannedOut += v
+			case "laneway_lanes_parked_total":
+				c.LanesParked += v
+			}
+		}
+	}
+	return c
+}
+
+func (c lanewayCounters) minus(o lanewayCounters) lanewayCounters {
+	return lanewayCounters{
+		Attempts: c.Attempts - o.Attempts, FailedAttempts: c.FailedAttempts - o.FailedAttempts,
+		DeadLetters: c.DeadLetters - o.DeadLetters, FannedOut: c.FannedOut - o.FannedOut,
+		LanesParked: c.LanesParked - o.LanesParked,
+	}
+}

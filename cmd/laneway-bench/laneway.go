@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/topics"
+)
+
+// laneway is the service under test, running in this process.
+type laneway struct {
+	app  *app.App
+	name string // prefix of this run's topics and groups
+	cfg  config
+}
+
+// uniqueName names this run's topics and groups so that runs against a
+// shared broker never see each other's data or join each other's groups.
+func uniqueName(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s-%s", prefix, os.Getpid(), strconv.FormatInt(time.Now().Unix(), 36), hex.EncodeToString(b[:]))
+}
+
+func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*laneway, error) {
+	name := uniqueName("bench")
+	acfg := app.Config{
+		KafkaBrokers: cfg.KafkaBrokers, RedisURL: cfg.RedisURL, HTTPAddr: "127.0.0.1:0",
+		Topics: topics.Config{
+			Events: name + ".events", Deliveries: name + ".deliveries", Parked: name + ".parked",
+			Dead: name + ".dead", Endpoints: name + ".endpoints", Partitions: int32(cfg.Partitions),
+		},
+		GroupPrefix: name, InstanceID: name,
+		AllowTargets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Logger:       logger,
+	}
+	if len(cfg.KafkaBrokers) == 0 {
+		acfg.EmbeddedKafkaAddr = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	a, err := app.Start(ctx, acfg)
+	if err != nil {
+		return nil, fmt.Errorf("start laneway: %w", err)
+	}
+	return &laneway{app: a, name: name, cfg: cfg}, nil
+}
+
+// stop stops Laneway within timeout and, on a real broker, deletes what the
+// run created there. A stop that hangs is reported, not waited for: the
+// process is about to exit anyway.
+func (l *laneway) stop(timeout time.Duration, warn io.Writer) {
+	done := make(chan struct{})
+	go func() {
+		l.app.Stop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		fmt.Fprintf(warn, "laneway-bench: warning: laneway did not stop within %s\n", timeout)
+	}
+	if len(l.cfg.KafkaBrokers) > 0 && !l.cfg.KeepTopics {
+		l.deleteRunState(warn)
+	}
+}
+
+func (l *laneway) deleteRunState(warn io.Writer) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(l.cfg.KafkaBrokers...))
+	if err != nil {
+		fmt.Fprintln(warn, "laneway-bench: warning: cleanup:", err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	t := l.app.Topics()
+	if _, err := adm.DeleteTopics(ctx, t.Events, t.Deliveries, t.Parked, t.Dead, t.Endpoints); err != nil {
+		fmt.Fprintln(warn, "laneway-bench: warning: deleting topics:", err)
+	}
+	if _, err := adm.DeleteGroups(ctx, l.name+"-fanout", l.name+"-deliveries"); err != nil {
+		fmt.Fprintln(warn, "laneway-bench: warning: deleting groups:", err)
+	}
+}
+
+// createEndpoints creates every endpoint through the API, a few at a time:
+// each create waits for the config topic round trip.
+func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver, sched schedule) error {
+	const parallel = 8
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	client := &http.Client{Timeout: 30 * time.Second}
+	base := "http://" + l.app.HTTPAddr() + "/v1/endpoints"
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Go(func() {
+			for n := range work {
+				if err := createEndpoint(ctx, client, base, recv, sched, n, l.cfg.MaxConcurrency); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	for n := 0; n < l.cfg.Endpoints && ctx.Err() == nil; n++ {
+		select {
+		case work <- n:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+func createEndpoint(ctx context.Context, client *http.Client, url string, recv *benchrecv.Receiver, sched schedule, n, limit int) error {
+	body, _ := json.Marshal(map[string]any{
+		"tenant": tenantName(sched.tenantOfEndpoint(n)), "url": recv.URL(n), "max_concurrency": limit,
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("create endpoint %d: %w", n, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("create endpoint %d: %s: %s", n, resp.Status, bytes.TrimSpace(out))
+	}
+	var created struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal(out, &created); err != nil {
+		return fmt.Errorf("create endpoint %d: response: %w", n, err)
+	}
+	return recv.SetSecret(n, created.Secret)
+}

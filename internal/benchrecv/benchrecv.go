@@ -1,0 +1,314 @@
+// Package benchrecv is a lean webhook receiver for benchmarks: it answers at
+// once (or after a fixed delay), and instead of keeping every request it
+// keeps counters and one receipt time per expected delivery. That keeps the
+// receiver's own CPU cost small, which matters when it shares a small machine
+// with the system being measured.
+//
+// It still checks what a benchmark must not get wrong: duplicates, per-entity
+// order, two deliveries of one entity in flight to one endpoint at once, the
+// highest concurrency each endpoint saw and, when asked to, the Standard
+// Webhooks signature of every delivery.
+//
+// The receiver does not parse bodies to identify deliveries: the caller maps
+// each webhook-id to a slot, entity and revision (Config.Lookup), because the
+// caller generated the events and knows them.
+package benchrecv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// Delivery identifies one expected delivery.
+type Delivery struct {
+	Slot     int   // in [0, Config.Slots): one per (event, endpoint)
+	Entity   int   // entity number; order is checked per (endpoint, entity)
+	Revision int64 // increases with each event of the entity
+}
+
+// Config configures a Receiver.
+type Config struct {
+	// Endpoints is how many endpoints the receiver plays, numbered from 0.
+	Endpoints int
+	// Slots is the number of expected deliveries.
+	Slots int
+	// Lookup maps the webhook-id of a request to endpoint n to the delivery
+	// it must be. Deliveries it does not know are counted as unmatched and
+	// still answered with 204.
+	Lookup func(endpoint int, msgID string) (Delivery, bool)
+	// Delay is how long each answer waits. Default 0.
+	Delay time.Duration
+	// SharedListener serves every endpoint from one port. By default each
+	// endpoint gets its own port, as real endpoints have their own hosts:
+	// a client's keep-alive pool is per host, so one shared port would make
+	// every endpoint compete for one pool.
+	SharedListener bool
+	// Verify checks signatures with the official Standard Webhooks library
+	// and the payload's id and revision. It costs a body read and an HMAC per
+	// request, so it is off by default.
+	Verify bool
+}
+
+// Stats are the receiver's counters.
+type Stats struct {
+	Requests          int64 `json:"requests"`           // requests to endpoint paths
+	Received          int64 `json:"received"`           // distinct expected deliveries
+	Duplicates        int64 `json:"duplicates"`         // expected deliveries seen again
+	OrderViolations   int64 `json:"order_violations"`   // a revision not above the last one of its entity
+	EntityOverlaps    int64 `json:"entity_overlaps"`    // a second delivery of an entity while one was in flight
+	Unmatched         int64 `json:"unmatched"`          // requests Lookup did not know
+	BadSignatures     int64 `json:"bad_signatures"`     // with Verify: signature did not verify
+	PayloadMismatches int64 `json:"payload_mismatches"` // with Verify: body id/revision differ from Lookup's
+	Raw               int64 `json:"raw"`                // requests to RawURL
+}
+
+// Receiver is a running receiver.
+type Receiver struct {
+	cfg       Config
+	srv       *http.Server
+	listeners []net.Listener
+	serving   sync.WaitGroup
+	endpoints []*endpointState
+	// receipts holds, per slot, the Unix nanoseconds of the first receipt
+	// (0 = not yet). The compare-and-swap from 0 is also the duplicate test.
+	receipts []atomic.Int64
+
+	requests, received, duplicates, orderViolations, entityOverlaps atomic.Int64
+	unmatched, badSignatures, payloadMismatches, raw                atomic.Int64
+}
+
+// endpointState is what the receiver tracks for one endpoint.
+type endpointState struct {
+	verifier    atomic.Pointer[standardwebhooks.Webhook]
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
+
+	mu      sync.Mutex
+	last    map[int]int64 // entity → highest revision received
+	running map[int]int   // entity → requests in flight
+}
+
+// Start listens on loopback and serves until Close.
+func Start(cfg Config) (*Receiver, error) {
+	if cfg.Endpoints <= 0 || cfg.Slots < 0 || cfg.Lookup == nil {
+		return nil, errors.New("benchrecv: Endpoints > 0, Slots >= 0 and Lookup are required")
+	}
+	r := &Receiver{cfg: cfg, receipts: make([]atomic.Int64, cfg.Slots)}
+	for range cfg.Endpoints {
+		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}})
+	}
+	ports := cfg.Endpoints
+	if cfg.SharedListener {
+		ports = 1
+	}
+	for range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.closeListeners()
+			return nil, fmt.Errorf("benchrecv: listen: %w", err)
+		}
+		r.listeners = append(r.listeners, ln)
+	}
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	for _, ln := range r.listeners {
+		r.serving.Add(1)
+		go func() {
+			defer r.serving.Done()
+			_ = r.srv.Serve(ln) // returns ErrServerClosed on Close
+		}()
+	}
+	return r, nil
+}
+
+func (r *Receiver) closeListeners() {
+	for _, ln := range r.listeners {
+		_ = ln.Close()
+	}
+}
+
+// Close stops serving, drops open connections and waits for the servers to return.
+func (r *Receiver) Close() {
+	_ = r.srv.Close()
+	r.serving.Wait()
+}
+
+// URL is endpoint n's delivery URL.
+func (r *Receiver) URL(n int) string {
+	ln := r.listeners[0]
+	if !r.cfg.SharedListener {
+		ln = r.listeners[n]
+	}
+	return "http://" + ln.Addr().String() + "/ep/" + strconv.Itoa(n)
+}
+
+// RawURL accepts any POST and only counts it: the baseline target.
+func (r *Receiver) RawURL() string { return "http://" + r.listeners[0].Addr().String() + "/raw" }
+
+// SetSecret sets the secret endpoint n's deliveries are signed with (used
+// only with Verify).
+func (r *Receiver) SetSecret(n int, secret string) error {
+	v, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return err
+	}
+	r.endpoints[n].verifier.Store(v)
+	return nil
+}
+
+// Received is the number of distinct expected deliveries so far.
+func (r *Receiver) Received() int64 { return r.received.Load() }
+
+// Unmatched is the number of requests Lookup did not know.
+func (r *Receiver) Unmatched() int64 { return r.unmatched.Load() }
+
+// ReceivedAt is when slot's delivery first arrived, in Unix nanoseconds, or 0.
+func (r *Receiver) ReceivedAt(slot int) int64 { return r.receipts[slot].Load() }
+
+// MaxInFlight is the highest number of concurrent requests endpoint n saw.
+func (r *Receiver) MaxInFlight(n int) int64 { return r.endpoints[n].maxInFlight.Load() }
+
+// Stats returns the counters.
+func (r *Receiver) Stats() Stats {
+	return Stats{
+		Requests: r.requests.Load(), Received: r.received.Load(), Duplicates: r.duplicates.Load(),
+		OrderViolations: r.orderViolations.Load(), EntityOverlaps: r.entityOverlaps.Load(),
+		Unmatched: r.unmatched.Load(), BadSignatures: r.badSignatures.Load(),
+		PayloadMismatches: r.payloadMismatches.Load(), Raw: r.raw.Load(),
+	}
+}
+
+// ServeHTTP routes /raw and /ep/{n}.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/raw" {
+		r.serveRaw(w, req)
+		return
+	}
+	rest, ok := strings.CutPrefix(req.URL.Path, "/ep/")
+	n, err := strconv.Atoi(rest)
+	if !ok || err != nil || n < 0 || n >= len(r.endpoints) {
+		http.NotFound(w, req)
+		return
+	}
+	r.serveEndpoint(w, req, n)
+}
+
+func (r *Receiver) serveRaw(w http.ResponseWriter, req *http.Request) {
+	_, _ = io.Copy(io.Discard, req.Body)
+	r.answer(w)
+	r.raw.Add(1)
+}
+
+// answer waits the configured delay and replies 204.
+func (r *Receiver) answer(w http.ResponseWriter) {
+	if r.cfg.Delay > 0 {
+		time.Sleep(r.cfg.Delay)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *Receiver) serveEndpoint(w http.ResponseWriter, req *http.Request, n int) {
+	ep := r.endpoints[n]
+	r.requests.Add(1)
+	ep.enter()
+	defer ep.inFlight.Add(-1)
+	msgID := req.Header.Get("webhook-id")
+	d, known := r.cfg.Lookup(n, msgID)
+	if r.cfg.Verify {
+		if !r.verify(w, req, ep, d, known, msgID) {
+			return
+		}
+	} else {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	if !known {
+		r.unmatched.Add(1)
+		r.answer(w)
+		return
+	}
+	r.record(ep, d)
+	defer ep.leave(d.Entity)
+	r.answer(w)
+}
+
+// enter counts the request in flight and raises the endpoint's maximum.
+func (ep *endpointState) enter() {
+	cur := ep.inFlight.Add(1)
+	for {
+		old := ep.maxInFlight.Load()
+		if cur <= old || ep.maxInFlight.CompareAndSwap(old, cur) {
+			return
+		}
+	}
+}
+
+// record checks a known delivery on arrival. Arrival is the right moment for
+// the order check: a sender that keeps order starts an entity's next delivery
+// only after this one has been answered.
+func (r *Receiver) record(ep *endpointState, d Delivery) {
+	first := r.receipts[d.Slot].CompareAndSwap(0, time.Now().UnixNano())
+	if first {
+		r.received.Add(1)
+	} else {
+		r.duplicates.Add(1)
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.running[d.Entity] > 0 {
+		r.entityOverlaps.Add(1)
+	}
+	ep.running[d.Entity]++
+	if !first {
+		return // a replay of an old revision is allowed (at least once), not disorder
+	}
+	if last, seen := ep.last[d.Entity]; seen && d.Revision <= last {
+		r.orderViolations.Add(1)
+		return
+	}
+	ep.last[d.Entity] = d.Revision
+}
+
+func (ep *endpointState) leave(entity int) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.running[entity]--; ep.running[entity] <= 0 {
+		delete(ep.running, entity)
+	}
+}
+
+// verify checks the signature and that the body is the delivery Lookup
+// named. It answers 401 itself on a bad signature (so the sender retries, as
+// it would with a real receiver) and reports whether to go on.
+func (r *Receiver) verify(w http.ResponseWriter, req *http.Request, ep *endpointState, d Delivery, known bool, msgID string) bool {
+	body, err := io.ReadAll(req.Body)
+	v := ep.verifier.Load()
+	if err != nil || v == nil || v.Verify(body, req.Header) != nil {
+		r.badSignatures.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+		return false
+	}
+	if known && !payloadMatches(body, msgID, d.Revision) {
+		r.payloadMismatches.Add(1)
+	}
+	return true
+}
+
+func payloadMatches(body []byte, msgID string, revision int64) bool {
+	var p struct {
+		ID     string `json:"id"`
+		Entity struct {
+			Revision int64 `json:"revision"`
+		} `json:"entity"`
+	}
+	return json.Unmarshal(body, &p) == nil && p.ID == msgID && p.Entity.Revision == revision
+}
