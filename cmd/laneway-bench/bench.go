@@ -65,46 +65,63 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 	return res, nil
 }
 
-// measure warms up, then publishes the events and waits for the deliveries.
+// measure warms up, then runs the measured phase and evaluates it.
 // Running out of time is not an error: what arrived is reported, and the
 // missing deliveries fail the run.
 func measure(ctx context.Context, cfg config, sched schedule, lw *laneway, prod *kgo.Client, recv *benchrecv.Receiver, stderr io.Writer) (e2eResult, error) {
 	r := e2eResult{Events: sched.events, Deliveries: sched.deliveries()}
+	reg := lw.app.Registry()
 	if cfg.Warmup {
-		d, err := warmup(ctx, prod, recv, sched, lw.app.Registry())
+		d, err := warmup(ctx, prod, recv, sched, reg)
 		if err != nil {
 			return r, err
 		}
 		r.WarmupSeconds = d.Seconds()
 	}
-	counters0 := readCounters(lw.app.Registry())
-	use := startUsage()
-	stopProfile, err := startCPUProfile(cfg.CPUProfile)
+	before := readCounters(reg)
+	ph, err := publishAndWait(ctx, cfg, sched, prod, recv, reg, stderr)
 	if err != nil {
 		return r, err
 	}
-	defer stopProfile()
-	p := &published{at: make([]int64, sched.events)}
-	stopProgress := startProgress(cfg.Progress, stderr, p, recv, sched, lw.app.Registry())
-	fmt.Fprintf(stderr, "publishing %d events for %d deliveries...\n", sched.events, sched.deliveries())
-	if err := publish(ctx, prod, sched, cfg.Rate, p); err != nil {
-		stopProgress()
-		return r, err
-	}
-	want := int64(sched.deliveries())
-	waitErr := waitUntil(ctx, func() bool { return recv.Received() >= want })
-	stopProgress()
-	stopProfile()
-	r.Usage = use.since(recv.Received())
-	if waitErr != nil {
-		r.Incomplete = fmt.Sprintf("gave up waiting: %v", waitErr)
+	r.Usage = ph.usage
+	if ph.waitErr != nil {
+		r.Incomplete = fmt.Sprintf("gave up waiting: %v", ph.waitErr)
 	} else {
 		time.Sleep(settle)
 	}
-	r.fill(p, recv, sched)
-	r.Counters = readCounters(lw.app.Registry()).minus(counters0)
+	r.fill(ph.published, recv, sched)
+	r.Counters = readCounters(reg).minus(before)
 	r.Correctness = checkCorrectness(recv, cfg, sched)
 	return r, nil
+}
+
+// phase is what the measured phase leaves to evaluate.
+type phase struct {
+	published *published
+	usage     usage
+	waitErr   error // the deadline passed before every delivery arrived
+}
+
+// publishAndWait is the measured phase, profiled and watched: publish every
+// event, then wait until every delivery has arrived or ctx ends.
+func publishAndWait(ctx context.Context, cfg config, sched schedule, prod *kgo.Client, recv *benchrecv.Receiver, reg prometheus.Gatherer, stderr io.Writer) (phase, error) {
+	ph := phase{published: &published{at: make([]int64, sched.events)}}
+	use := startUsage()
+	stopProfile, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		return ph, err
+	}
+	defer stopProfile()
+	stopProgress := startProgress(cfg.Progress, stderr, ph.published, recv, sched, reg)
+	defer stopProgress()
+	fmt.Fprintf(stderr, "publishing %d events for %d deliveries...\n", sched.events, sched.deliveries())
+	if err := publish(ctx, prod, sched, cfg.Rate, ph.published); err != nil {
+		return ph, err
+	}
+	want := int64(sched.deliveries())
+	ph.waitErr = waitUntil(ctx, func() bool { return recv.Received() >= want })
+	ph.usage = use.since(recv.Received())
+	return ph, nil
 }
 
 // fill computes throughput and latency from the receipt times.

@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.DataBytes, "data-bytes", 48, "size of each event's data; the default makes a ~200-byte delivery body")
 	fs.DurationVar(&c.Linger, "linger", 2*time.Millisecond, "producer linger")
 	fs.BoolVar(&c.Warmup, "warmup", true, "deliver one event per tenant before the clock starts, so group joins are not measured")
-	fs.DurationVar(&c.ReceiverDelay, "receiver-delay", 0, "how long the receiver waits before answering 204")
+	fs.DurationVar(&c.ReceiverDelay, "receiver-delay", 0, "how long the receiver waits before answering 204 (the baseline waits too: with a delay the ratio compares concurrency, not CPU cost)")
 	fs.BoolVar(&c.Verify, "verify", false, "verify every signature with the Standard Webhooks library (costs receiver CPU)")
 	fs.BoolVar(&c.SharedPort, "shared-port", false, "serve all endpoints on one port (one host: they share the sender's keep-alive pool)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers; empty runs the embedded Kafka")

@@ -48,6 +48,13 @@ func warmup(ctx context.Context, cl *kgo.Client, recv *benchrecv.Receiver, sched
 		return 0, fmt.Errorf("warmup: %d of %d deliveries arrived (laneway fanned out %.0f, made %.0f attempts, %.0f failed): %w",
 			recv.Unmatched(), want, c.FannedOut, c.Attempts, c.FailedAttempts, err)
 	}
+	// The receiver counts a delivery before Laneway records its attempt:
+	// let the metrics catch up so the measured phase starts from settled
+	// counters (a few extra attempts otherwise leak into it).
+	settled := func() bool { return readCounters(reg).Attempts >= float64(want) }
+	settleCtx, cancelSettle := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelSettle()
+	_ = waitUntil(settleCtx, settled) // best effort: the counters are informational
 	return time.Since(start), nil
 }
 
