@@ -65,9 +65,12 @@ type Config struct {
 	Retry deliver.RetryPolicy
 	// CommitInterval is how often delivery watermarks are committed. Default 1s.
 	CommitInterval time.Duration
+	// SessionTimeout is how long a silent group member keeps its partitions
+	// (for example after kill -9). Default 45s, Kafka's.
+	SessionTimeout time.Duration
 	// ParkAfter parks a lane whose oldest pending delivery waited this long. Default 30s.
 	ParkAfter time.Duration
-	// LaneBuffer parks a lane holding more unstarted deliveries. Default 1000.
+	// LaneBuffer parks a lane holding more unstarted deliveries. Default 10000.
 	LaneBuffer int
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
@@ -222,6 +225,15 @@ func (a *App) clientOpts(name string) []kgo.Opt {
 	return []kgo.Opt{kgo.WithHooks(m), kgo.ClientID("laneway-" + name)}
 }
 
+// groupOpts are clientOpts plus the group settings both stages share.
+func (a *App) groupOpts(name string) []kgo.Opt {
+	opts := a.clientOpts(name)
+	if a.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(a.cfg.SessionTimeout), kgo.HeartbeatInterval(a.cfg.SessionTimeout/5))
+	}
+	return opts
+}
+
 func (a *App) ensureTopics(ctx context.Context) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
 	if err != nil {
@@ -257,7 +269,7 @@ func (a *App) startStages(context.Context) error {
 	fanout, err := engine.NewFanout(engine.FanoutConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
 		Group: a.cfg.GroupPrefix + "-fanout", TransactionalID: a.cfg.GroupPrefix + "-fanout",
-		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.clientOpts("fanout"),
+		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
 	})
 	if err != nil {
 		return err
@@ -273,7 +285,7 @@ func (a *App) startStages(context.Context) error {
 		Endpoints: a.store, Sender: sender,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		Metrics: metrics, Logger: a.log,
-		ClientOpts: a.clientOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
+		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})
 	if err != nil {
 		fanout.Stop()

@@ -39,7 +39,10 @@ func startApp(t *testing.T, b testenv.Backend, tweak func(*app.Config)) *app.App
 		AllowTargets:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Retry:          deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: time.Second, MaxAttempts: 5, MaxAge: time.Hour},
 		CommitInterval: 200 * time.Millisecond,
-		Logger:         testLogger(),
+		// Small enough that the end-to-end burst parks lanes, so ordering
+		// and exactly-the-subscribed checks cover the parked path too.
+		LaneBuffer: 500,
+		Logger:     testLogger(),
 	}
 	if b.Name == testenv.Embedded.Name {
 		cfg.EmbeddedKafkaAddr = "127.0.0.1:0"

@@ -88,6 +88,9 @@ func TestIncidentSlowEndpointIsIsolated(t *testing.T) {
 		}
 
 		checkHealthyLatency(t, healthyEPs)
+		if parks := counterSum(t, a, "laneway_lanes_parked_total"); parks < 2 {
+			t.Errorf("%v lanes parked, want the slow and the failing endpoint", parks)
+		}
 		if m := slow.MaxInFlight(); m > 4 {
 			t.Errorf("slow endpoint saw %d concurrent requests, limit 4", m)
 		}
@@ -262,4 +265,22 @@ func distinctIDs(receipts []fleet.Receipt) int {
 		seen[r.MsgID] = true
 	}
 	return len(seen)
+}
+
+// counterSum adds up every series of a counter in the app's registry.
+func counterSum(t *testing.T, a *app.App, name string) float64 {
+	t.Helper()
+	families, err := a.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range families {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -52,13 +52,15 @@ type DeliveryConfig struct {
 	// RevokeTimeout bounds how long a revoke waits for in-flight attempts
 	// before committing. Default 10s (twice the attempt timeout).
 	RevokeTimeout time.Duration
-	// MaxPollRecords bounds the records taken per poll. Default 10000.
+	// MaxPollRecords bounds the records taken per poll. Default 5000.
 	MaxPollRecords int
 	// ParkAfter parks a lane whose oldest pending delivery has waited this
 	// long, so it stops holding the partition's watermark. Default 30s.
 	ParkAfter time.Duration
 	// LaneBuffer parks a lane holding more unstarted deliveries than this,
-	// which bounds the memory one endpoint can take. Default 1000.
+	// which bounds the memory one endpoint can take. It is above one poll's
+	// worth (MaxPollRecords), so a burst to a healthy endpoint is not parked
+	// just because it arrived in one fetch. Default 10000.
 	LaneBuffer int
 	// ParkedWindow is how many parked deliveries of one lane are read back
 	// into memory at a time. Default 256.
@@ -93,11 +95,11 @@ func (c *DeliveryConfig) setDefaults() error {
 	setDur(&c.WakeInterval, 20*time.Millisecond)
 	setDur(&c.RevokeTimeout, 10*time.Second)
 	if c.MaxPollRecords <= 0 {
-		c.MaxPollRecords = 10000
+		c.MaxPollRecords = 5000
 	}
 	setDur(&c.ParkAfter, 30*time.Second)
 	if c.LaneBuffer <= 0 {
-		c.LaneBuffer = 1000
+		c.LaneBuffer = 10000
 	}
 	if c.ParkedWindow <= 0 {
 		c.ParkedWindow = 256

@@ -259,6 +259,14 @@ default.replication.factor=1
 min.insync.replicas=1
 
 group.initial.rebalance.delay.ms=0
+# A killed consumer's partitions move after its session times out: short
+# for tests (crash tests kill -9 instances), Kafka's 45 s in production.
+group.consumer.min.session.timeout.ms=3000
+group.consumer.session.timeout.ms=6000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
+group.min.session.timeout.ms=3000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
 auto.create.topics.enable=false
 num.partitions=8
 num.network.threads=2

@@ -28,7 +28,7 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 	sched := newSchedule(cfg)
 	recv, err := benchrecv.Start(benchrecv.Config{
 		Endpoints: cfg.Endpoints, Slots: sched.deliveries(), Lookup: sched.lookup,
-		Delay: cfg.ReceiverDelay, SharedListener: cfg.SharedPort, Verify: cfg.Verify,
+		Delay: cfg.ReceiverDelay, SharedListener: cfg.SharedPort, Ports: portsFor(cfg), Verify: cfg.Verify,
 	})
 	if err != nil {
 		return nil, err
@@ -44,12 +44,15 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 		res.Raw = &raw
 	}
 	fmt.Fprintln(stderr, "starting laneway...")
-	lw, err := startLaneway(ctx, cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	lw, err := startLaneway(ctx, cfg, warnLogger(stderr))
 	if err != nil {
 		return nil, err
 	}
 	defer lw.stop(time.Minute, stderr)
-	if err := lw.createEndpoints(ctx, recv, sched); err != nil {
+	spec := func(n int) endpointSpec {
+		return endpointSpec{tenant: tenantName(sched.tenantOfEndpoint(n)), maxConcurrency: cfg.MaxConcurrency}
+	}
+	if _, err := lw.createEndpoints(ctx, recv, cfg.Endpoints, spec); err != nil {
 		return nil, err
 	}
 	prod, err := newProducer(lw.app.Brokers(), lw.app.Topics().Events, cfg.Linger)
@@ -63,6 +66,12 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 	}
 	res.finish()
 	return res, nil
+}
+
+// warnLogger is Laneway's logger in the benchmark: warnings and errors only,
+// so that per-attempt lines do not cost the CPU being measured.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // measure warms up, then runs the measured phase and evaluates it.

@@ -39,6 +39,8 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%s-%s", prefix, os.Getpid(), strconv.FormatInt(time.Now().Unix(), 36), hex.EncodeToString(b[:]))
 }
 
+// startLaneway starts Laneway in this process with the settings the flags
+// (or the scenario's defaults) chose; zero values keep Laneway's defaults.
 func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*laneway, error) {
 	name := uniqueName("bench")
 	acfg := app.Config{
@@ -50,6 +52,7 @@ func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*lanewa
 		GroupPrefix: name, InstanceID: name,
 		AllowTargets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Logger:       logger,
+		ParkAfter:    cfg.ParkAfter, LaneBuffer: cfg.LaneBuffer, AttemptTimeout: cfg.AttemptTimeout,
 	}
 	if len(cfg.KafkaBrokers) == 0 {
 		acfg.EmbeddedKafkaAddr = "127.0.0.1:0"
@@ -104,26 +107,36 @@ func (l *laneway) deleteRunState(warn io.Writer) {
 	}
 }
 
-// createEndpoints creates every endpoint through the API, a few at a time:
-// each create waits for the config topic round trip.
-func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver, sched schedule) error {
+// endpointSpec is what the benchmark decides about endpoint n.
+type endpointSpec struct {
+	tenant         string
+	maxConcurrency int
+}
+
+// createEndpoints creates endpoints 0..count-1 through the API, a few at a
+// time (each create waits for the config topic round trip), and returns
+// their ids.
+func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver, count int, spec func(n int) endpointSpec) ([]string, error) {
 	const parallel = 8
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	client := &http.Client{Timeout: 30 * time.Second}
 	base := "http://" + l.app.HTTPAddr() + "/v1/endpoints"
+	ids := make([]string, count)
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range parallel {
 		wg.Go(func() {
 			for n := range work {
-				if err := createEndpoint(ctx, client, base, recv, sched, n, l.cfg.MaxConcurrency); err != nil {
+				id, err := createEndpoint(ctx, client, base, recv, n, spec(n))
+				if err != nil {
 					cancel(err)
 				}
+				ids[n] = id
 			}
 		})
 	}
-	for n := 0; n < l.cfg.Endpoints && ctx.Err() == nil; n++ {
+	for n := 0; n < count && ctx.Err() == nil; n++ {
 		select {
 		case work <- n:
 		case <-ctx.Done():
@@ -131,32 +144,33 @@ func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver,
 	}
 	close(work)
 	wg.Wait()
-	return context.Cause(ctx)
+	return ids, context.Cause(ctx)
 }
 
-func createEndpoint(ctx context.Context, client *http.Client, url string, recv *benchrecv.Receiver, sched schedule, n, limit int) error {
+func createEndpoint(ctx context.Context, client *http.Client, url string, recv *benchrecv.Receiver, n int, spec endpointSpec) (string, error) {
 	body, _ := json.Marshal(map[string]any{
-		"tenant": tenantName(sched.tenantOfEndpoint(n)), "url": recv.URL(n), "max_concurrency": limit,
+		"tenant": spec.tenant, "url": recv.URL(n), "max_concurrency": spec.maxConcurrency,
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("create endpoint %d: %w", n, err)
+		return "", fmt.Errorf("create endpoint %d: %w", n, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("create endpoint %d: %s: %s", n, resp.Status, bytes.TrimSpace(out))
+		return "", fmt.Errorf("create endpoint %d: %s: %s", n, resp.Status, bytes.TrimSpace(out))
 	}
 	var created struct {
+		ID     string `json:"id"`
 		Secret string `json:"secret"`
 	}
 	if err := json.Unmarshal(out, &created); err != nil {
-		return fmt.Errorf("create endpoint %d: response: %w", n, err)
+		return "", fmt.Errorf("create endpoint %d: response: %w", n, err)
 	}
-	return recv.SetSecret(n, created.Secret)
+	return created.ID, recv.SetSecret(n, created.Secret)
 }

@@ -35,6 +35,8 @@ import (
 
 // config is everything the flags set.
 type config struct {
+	Scenario string
+
 	RawRequests    int
 	RawConcurrency int
 
@@ -52,6 +54,15 @@ type config struct {
 	ReceiverDelay time.Duration
 	Verify        bool
 	SharedPort    bool
+	Ports         int
+
+	// Laneway settings the scenarios change; 0 keeps Laneway's default
+	// (or the scenario's, which its report states).
+	ParkAfter      time.Duration
+	LaneBuffer     int
+	AttemptTimeout time.Duration
+
+	scenarioFlags
 
 	KafkaBrokers []string
 	RedisURL     string
@@ -83,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var brokers string
 	fs := flag.NewFlagSet("laneway-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, incident, backlog, cost or drain (see the package doc)")
 	fs.IntVar(&c.RawRequests, "raw-requests", 50000, "requests in the raw HTTP baseline (0 skips it)")
 	fs.IntVar(&c.RawConcurrency, "raw-concurrency", 64, "concurrent workers in the raw HTTP baseline")
 	fs.IntVar(&c.Events, "events", 100000, "events to publish in the measured run")
@@ -98,6 +110,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.ReceiverDelay, "receiver-delay", 0, "how long the receiver waits before answering 204 (the baseline waits too: with a delay the ratio compares concurrency, not CPU cost)")
 	fs.BoolVar(&c.Verify, "verify", false, "verify every signature with the Standard Webhooks library (costs receiver CPU)")
 	fs.BoolVar(&c.SharedPort, "shared-port", false, "serve all endpoints on one port (one host: they share the sender's keep-alive pool)")
+	fs.IntVar(&c.Ports, "ports", 0, "spread the endpoints over this many ports (0: one per endpoint unless the open-file limit is too low)")
+	fs.DurationVar(&c.ParkAfter, "park-after", 0, "Laneway's park-after (0: its default, 30s; the drain scenario uses 5s)")
+	fs.IntVar(&c.LaneBuffer, "lane-buffer", 0, "Laneway's lane buffer (0: its default)")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 0, "Laneway's attempt timeout (0: 5s, the delivery contract; incident and drain use 30s)")
+	c.scenarioFlags.register(fs)
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers; empty runs the embedded Kafka")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL; empty runs an in-process Redis")
 	fs.BoolVar(&c.KeepTopics, "keep-topics", false, "with -kafka-brokers, keep this run's topics and groups instead of deleting them")
@@ -114,6 +131,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if brokers != "" {
 		c.KafkaBrokers = strings.Split(brokers, ",")
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := c.applyScenarioDefaults(set); err != nil {
+		return c, err
+	}
 	return c, c.validate()
 }
 
@@ -129,14 +151,19 @@ func (c config) validate() error {
 		return errors.New("-raw-requests must not be negative and -raw-concurrency must be positive")
 	case c.Rate < 0 || c.DataBytes < 0 || c.ReceiverDelay < 0 || c.Timeout <= 0:
 		return errors.New("-rate, -data-bytes and -receiver-delay must not be negative, -timeout must be positive")
+	case c.Ports < 0 || c.ParkAfter < 0 || c.LaneBuffer < 0 || c.AttemptTimeout < 0:
+		return errors.New("-ports, -park-after, -lane-buffer and -attempt-timeout must not be negative")
 	}
-	return nil
+	return c.scenarioFlags.validate()
 }
 
 // run does the benchmark and writes the report; it returns the exit code.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	if cfg.Scenario != "throughput" {
+		return runScenario(ctx, cfg, stdout, stderr)
+	}
 	res, err := bench(ctx, cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "laneway-bench:", err)

@@ -38,8 +38,9 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.IntVar(&cfg.Retry.MaxAttempts, "max-attempts", deliver.DefaultMaxAttempts, "attempts before a delivery is dead")
 	fs.DurationVar(&cfg.Retry.MaxAge, "max-age", deliver.DefaultMaxAge, "age after which a delivery is dead")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", time.Second, "how often delivery watermarks are committed")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 45*time.Second, "how long a silent instance keeps its partitions (consumer group session timeout)")
 	fs.DurationVar(&cfg.ParkAfter, "park-after", 30*time.Second, "park a lane whose oldest pending delivery has waited this long")
-	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 1000, "park a lane holding more unstarted deliveries than this")
+	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 10000, "park a lane holding more unstarted deliveries than this")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logs.format, "log-format", "json", "json or text")
 	lists.partitions = partitions

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/benchrecv"
+)
+
+// scenarioFlags are the settings of the scenarios other than throughput.
+type scenarioFlags struct {
+	Duration    time.Duration // incident: how long the load runs
+	HealthyRate float64       // incident: events/s over all healthy endpoints
+	SlowRate    float64       // incident: events/s to the slow endpoint
+	SlowDelay   time.Duration // incident: the slow endpoint's answer time
+	SlowLimit   int           // incident: the slow endpoint's max_concurrency
+	Sample      time.Duration // metrics, offsets and memory sampling interval
+	Window      time.Duration // incident: latency window width
+
+	BacklogSettle time.Duration // backlog: sampling after the backlog is all parked
+
+	CostEndpoints  []int // cost: endpoint counts to compare
+	CostDeliveries int   // cost: deliveries per run
+
+	DrainLimit   int           // drain: max_concurrency C
+	DrainDelay   time.Duration // drain: answer time R once healthy
+	DrainBacklog int           // drain: events N parked before recovery
+}
+
+func (f *scenarioFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&f.Duration, "duration", 120*time.Second, "incident: how long the load runs")
+	fs.Float64Var(&f.HealthyRate, "healthy-rate", 2000, "incident: events/s spread round-robin over the healthy endpoints")
+	fs.Float64Var(&f.SlowRate, "slow-rate", 12, "incident: events/s to the slow endpoint")
+	fs.DurationVar(&f.SlowDelay, "slow-delay", 28*time.Second, "incident: how long the slow endpoint takes to answer")
+	fs.IntVar(&f.SlowLimit, "slow-limit", 4, "incident: the slow endpoint's max_concurrency")
+	fs.DurationVar(&f.Sample, "sample", 5*time.Second, "interval of metrics, committed-offset and memory samples")
+	fs.DurationVar(&f.Window, "window", 10*time.Second, "incident: width of the latency windows")
+	fs.DurationVar(&f.BacklogSettle, "backlog-settle", 20*time.Second, "backlog: keep sampling this long after the whole backlog is parked")
+	fs.Func("cost-endpoints", "cost: comma-separated endpoint counts (default 10,100,1000,10000)", func(v string) error {
+		counts, err := parseCounts(v)
+		f.CostEndpoints = counts
+		return err
+	})
+	fs.IntVar(&f.CostDeliveries, "cost-deliveries", 50000, "cost: deliveries in each run")
+	fs.IntVar(&f.DrainLimit, "drain-limit", 4, "drain: the endpoint's max_concurrency C")
+	fs.DurationVar(&f.DrainDelay, "drain-delay", 500*time.Millisecond, "drain: the endpoint's answer time R once it recovers")
+	fs.IntVar(&f.DrainBacklog, "drain-backlog", 400, "drain: events N published while the endpoint hangs")
+}
+
+func parseCounts(v string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive count", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// applyScenarioDefaults sets what a scenario needs differently from the
+// throughput defaults, unless the flag was given (set).
+func (c *config) applyScenarioDefaults(set map[string]bool) error {
+	def := func(name string, apply func()) {
+		if !set[name] {
+			apply()
+		}
+	}
+	if c.CostEndpoints == nil {
+		c.CostEndpoints = []int{10, 100, 1000, 10000}
+	}
+	switch c.Scenario {
+	case "throughput", "cost":
+	case "incident":
+		def("endpoints", func() { c.Endpoints = 1800 })
+		// A 28 s endpoint under the contract's 5 s timeout would only
+		// ever time out; the incident had it answer.
+		def("attempt-timeout", func() { c.AttemptTimeout = 30 * time.Second })
+	case "backlog":
+		def("events", func() { c.Events = 1_000_000 })
+		def("entities", func() { c.Entities = 1000 })
+	case "drain":
+		def("park-after", func() { c.ParkAfter = 5 * time.Second })
+		// The hanging phase must outlast parking without the held
+		// attempts timing out, so their completion is part of the drain.
+		def("attempt-timeout", func() { c.AttemptTimeout = 30 * time.Second })
+	default:
+		return fmt.Errorf("unknown -scenario %q (throughput, incident, backlog, cost, drain)", c.Scenario)
+	}
+	return nil
+}
+
+func (f scenarioFlags) validate() error {
+	switch {
+	case f.Duration <= 0 || f.HealthyRate <= 0 || f.SlowRate <= 0 || f.SlowDelay < 0 || f.SlowLimit < 1:
+		return errors.New("-duration, -healthy-rate, -slow-rate and -slow-limit must be positive")
+	case f.Sample <= 0 || f.Window <= 0 || f.BacklogSettle < 0:
+		return errors.New("-sample and -window must be positive")
+	case f.CostDeliveries <= 0 || f.DrainLimit < 1 || f.DrainDelay <= 0 || f.DrainBacklog <= 0:
+		return errors.New("-cost-deliveries, -drain-limit, -drain-delay and -drain-backlog must be positive")
+	}
+	return nil
+}
+
+// report is what a scenario found.
+type report interface {
+	writeText(w io.Writer)
+	failures() []string
+}
+
+// scenarioOutput is the -json line of a scenario.
+type scenarioOutput struct {
+	Scenario string          `json:"scenario"`
+	Machine  machine         `json:"machine"`
+	Laneway  lanewaySettings `json:"laneway_settings"`
+	Result   report          `json:"result"`
+	Failures []string        `json:"failures"`
+}
+
+// lanewaySettings are the Laneway settings the run changed (0: Laneway's default).
+type lanewaySettings struct {
+	ParkAfterSeconds      float64 `json:"park_after_s"`
+	LaneBuffer            int     `json:"lane_buffer"`
+	AttemptTimeoutSeconds float64 `json:"attempt_timeout_s"`
+	Partitions            int     `json:"partitions"`
+}
+
+func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
+	run := map[string]func(context.Context, config, io.Writer) (report, error){
+		"incident": runIncident, "backlog": runBacklog, "cost": runCost, "drain": runDrain,
+	}[cfg.Scenario]
+	rep, err := run(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "laneway-bench:", err)
+		return 2
+	}
+	out := scenarioOutput{
+		Scenario: cfg.Scenario, Machine: newMachine(cfg), Result: rep, Failures: rep.failures(),
+		Laneway: lanewaySettings{
+			ParkAfterSeconds: cfg.ParkAfter.Seconds(), LaneBuffer: cfg.LaneBuffer,
+			AttemptTimeoutSeconds: cfg.AttemptTimeout.Seconds(), Partitions: cfg.Partitions,
+		},
+	}
+	if out.Failures == nil {
+		out.Failures = []string{}
+	}
+	human := stdout
+	if cfg.JSON {
+		human = stderr
+	}
+	out.writeText(human)
+	if cfg.JSON {
+		b, err := json.Marshal(out)
+		if err != nil {
+			fmt.Fprintln(stderr, "laneway-bench:", err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	if len(out.Failures) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (o scenarioOutput) writeText(w io.Writer) {
+	m, l := o.Machine, o.Laneway
+	fmt.Fprintf(w, "\nLaneway %s scenario: %d CPUs (GOMAXPROCS %d), %s, %s\n", o.Scenario, m.CPUs, m.GOMAXPROCS, m.Go, m.Backend)
+	fmt.Fprintf(w, "  laneway: park-after %s, lane-buffer %s, attempt timeout %s, %d partitions\n",
+		orDefault(l.ParkAfterSeconds, "s", "default 30s"), orDefault(float64(l.LaneBuffer), "", "default"),
+		orDefault(l.AttemptTimeoutSeconds, "s", "default 5s"), l.Partitions)
+	o.Result.writeText(w)
+	if len(o.Failures) == 0 {
+		fmt.Fprintf(w, "\nPASS\n")
+		return
+	}
+	fmt.Fprintf(w, "\nFAIL\n")
+	for _, f := range o.Failures {
+		fmt.Fprintf(w, "  - %s\n", f)
+	}
+}
+
+func orDefault(v float64, unit, def string) string {
+	if v == 0 {
+		return def
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64) + unit
+}
+
+func newMachine(cfg config) machine {
+	backend := "embedded Kafka (kfake) + in-process Redis"
+	if len(cfg.KafkaBrokers) > 0 {
+		backend = "Kafka " + strings.Join(cfg.KafkaBrokers, ",")
+		if cfg.RedisURL != "" {
+			backend += " + Redis " + cfg.RedisURL
+		}
+	}
+	return machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), Backend: backend}
+}
+
+// rig is a scenario's running setup: the receiver, Laneway with its
+// endpoints, a producer and an admin client for committed offsets.
+type rig struct {
+	cfg   config
+	plan  *plan
+	recv  *benchrecv.Receiver
+	lw    *laneway
+	prod  *kgo.Client
+	admCl *kgo.Client
+	adm   *kadm.Client
+	ids   []string // endpoint ids, by endpoint number
+}
+
+// startRig starts everything a scenario needs; limit gives each endpoint's
+// max_concurrency. On error, what started is stopped.
+func startRig(ctx context.Context, cfg config, p *plan, endpoints int, limit func(n int) int, stderr io.Writer) (_ *rig, err error) {
+	r := &rig{cfg: cfg, plan: p}
+	defer func() {
+		if err != nil {
+			r.close(stderr)
+		}
+	}()
+	rc := cfg
+	rc.Endpoints = endpoints
+	r.recv, err = benchrecv.Start(benchrecv.Config{
+		Endpoints: endpoints, Slots: p.slots, Lookup: p.lookup, Delay: cfg.ReceiverDelay,
+		SharedListener: cfg.SharedPort, Ports: portsFor(rc), Verify: cfg.Verify,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(stderr, "starting laneway...")
+	if r.lw, err = startLaneway(ctx, cfg, warnLogger(stderr)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "creating %d endpoints on %d receiver ports...\n", endpoints, r.recv.Ports())
+	spec := func(n int) endpointSpec { return endpointSpec{tenant: tenantName(n), maxConcurrency: limit(n)} }
+	if r.ids, err = r.lw.createEndpoints(ctx, r.recv, endpoints, spec); err != nil {
+		return nil, err
+	}
+	if r.prod, err = newProducer(r.lw.app.Brokers(), r.lw.app.Topics().Events, cfg.Linger); err != nil {
+		return nil, err
+	}
+	if r.admCl, err = kgo.NewClient(kgo.SeedBrokers(r.lw.app.Brokers()...)); err != nil {
+		return nil, err
+	}
+	r.adm = kadm.NewClient(r.admCl)
+	return r, nil
+}
+
+// close stops everything. The receiver goes first: that ends the attempts
+// a hanging endpoint holds, so Laneway's stop need not wait them out.
+func (r *rig) close(stderr io.Writer) {
+	if r.prod != nil {
+		r.prod.Close()
+	}
+	if r.admCl != nil {
+		r.admCl.Close()
+	}
+	if r.recv != nil {
+		r.recv.Close()
+	}
+	if r.lw != nil {
+		r.lw.stop(time.Minute, stderr)
+	}
+}
+
+func (r *rig) offsets(ctx context.Context) (offsetSample, error) {
+	return sampleOffsets(ctx, r.adm, r.lw.app.DeliveriesGroup(), r.lw.app.Topics().Deliveries)
+}
+
+// partitionOf is the deliveries partition of endpoint n: the fan-out keys
+// deliveries by endpoint id with Kafka's default (murmur2) partitioner.
+func (r *rig) partitionOf(n int) int32 {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(r.lw.app.Topics().Deliveries)
+	return int32(part.Partition(&kgo.Record{Key: []byte(r.ids[n])}, r.cfg.Partitions))
+}
+
+// receiptsCheck is the correctness part every scenario reports.
+func receiptsCheck(st benchrecv.Stats) []string {
+	var out []string
+	if st.Duplicates > 0 {
+		out = append(out, fmt.Sprintf("%d duplicate deliveries", st.Duplicates))
+	}
+	if st.OrderViolations > 0 {
+		out = append(out, fmt.Sprintf("%d per-entity order violations", st.OrderViolations))
+	}
+	if st.EntityOverlaps > 0 {
+		out = append(out, fmt.Sprintf("%d times an entity had two deliveries in flight to one endpoint", st.EntityOverlaps))
+	}
+	if st.Unmatched > 0 {
+		out = append(out, fmt.Sprintf("%d unexpected deliveries", st.Unmatched))
+	}
+	return out
+}
