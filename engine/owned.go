@@ -230,15 +230,24 @@ func (op *ownedPartition) attempt(ls *laneState, t *Task) {
 		return
 	}
 	res := op.s.cfg.Sender.Send(op.s.attemptCtx, req)
-	d.Attempts++
-	t.Attempts = d.Attempts
+	op.recordAttempt(t, res)
 	outcome := deliver.Classify(res.Err)
 	op.s.cfg.Metrics.attempt(outcome.String(), res.Duration.Seconds())
 	op.logAttempt(d, res, outcome)
+	op.settle(ls, t, ep, res, outcome)
+}
+
+// recordAttempt counts the attempt on the delivery under the lock: parking
+// may encode the same delivery concurrently (as a copy of an in-flight one).
+func (op *ownedPartition) recordAttempt(t *Task, res deliver.Result) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	d := t.Payload.(*work).d
+	d.Attempts++
+	t.Attempts = d.Attempts
 	if res.Err != nil {
 		d.LastError = res.Err.Error()
 	}
-	op.settle(ls, t, ep, res, outcome)
 }
 
 // skipFinishedCopy ends a parked copy of an in-flight delivery whose
