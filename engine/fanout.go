@@ -183,14 +183,14 @@ func (f *Fanout) deliveriesFor(r *kgo.Record, ids *[]string, counts *fanoutCount
 		counts.unmatched++
 		return nil
 	}
+	enc, err := event.NewDeliveryEncoder(env, now)
+	if err != nil { // cannot happen: the envelope was just decoded from JSON
+		counts.invalid++
+		return []*kgo.Record{f.invalidEventRecord(r, err, now)}
+	}
 	out := make([]*kgo.Record, 0, len(*ids))
 	for _, id := range *ids {
-		d := event.NewDelivery(env, id, now)
-		value, err := json.Marshal(&d)
-		if err != nil { // cannot happen: the envelope was just decoded from JSON
-			continue
-		}
-		out = append(out, &kgo.Record{Topic: f.cfg.Topics.Deliveries, Key: []byte(id), Value: value})
+		out = append(out, &kgo.Record{Topic: f.cfg.Topics.Deliveries, Key: []byte(id), Value: enc.Encode(id)})
 	}
 	counts.deliveries += len(out)
 	return out

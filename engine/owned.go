@@ -61,8 +61,9 @@ type laneState struct {
 // work is a task's payload: the delivery and where its record lives.
 type work struct {
 	d      *event.Delivery
-	parked bool  // Task.Offset is a parked offset, not a deliveries one
-	src    int64 // for parked work: the deliveries offset it came from
+	parked bool   // Task.Offset is a parked offset, not a deliveries one
+	src    int64  // for parked work: the deliveries offset it came from
+	body   []byte // the rendered payload, kept across retries
 }
 
 func newOwnedPartition(s *DeliveryStage, id int32, client *kgo.Client) *ownedPartition {
@@ -90,9 +91,16 @@ type deadWrite struct {
 	done   func()
 }
 
-// dispatch hands freshly fetched records to their lanes.
+// dispatch hands freshly fetched records to their lanes. Records are decoded
+// before the partition lock is taken, so attempts finishing meanwhile are
+// not kept waiting on JSON work.
 func (op *ownedPartition) dispatch(fp kgo.FetchPartition) {
 	now := op.s.cfg.Now()
+	decoded := make([]decodedRecord, len(fp.Records))
+	for i, r := range fp.Records {
+		d, err := event.ParseDelivery(r.Value)
+		decoded[i] = decodedRecord{d: &d, err: err} // one allocation each: a slow task must not pin the batch
+	}
 	var dead []deadWrite
 	op.mu.Lock()
 	if op.stopped {
@@ -100,12 +108,12 @@ func (op *ownedPartition) dispatch(fp kgo.FetchPartition) {
 		return
 	}
 	op.highWatermark = fp.HighWatermark
-	for _, r := range fp.Records {
+	for i, r := range fp.Records {
 		if op.tracker == nil {
 			op.tracker = partition.NewTracker(r.Offset)
 		}
 		op.tracker.Add(r.Offset, now)
-		if dw, ok := op.routeLocked(r, now); !ok {
+		if dw, ok := op.routeLocked(r, &decoded[i], now); !ok {
 			dead = append(dead, dw)
 		}
 	}
@@ -115,10 +123,16 @@ func (op *ownedPartition) dispatch(fp kgo.FetchPartition) {
 	}
 }
 
+// decodedRecord is a deliveries record's value, decoded.
+type decodedRecord struct {
+	d   *event.Delivery
+	err error
+}
+
 // routeLocked sends a record to its lane, or to the parked log when the
 // endpoint is parked, or returns the dead letter it becomes when it cannot
 // be delivered at all.
-func (op *ownedPartition) routeLocked(r *kgo.Record, now time.Time) (deadWrite, bool) {
+func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now time.Time) (deadWrite, bool) {
 	offset := r.Offset
 	finish := func() { op.tracker.Done(offset) }
 	if _, ok := op.alreadyParked[offset]; ok {
@@ -126,27 +140,27 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, now time.Time) (deadWrite, 
 		finish()
 		return deadWrite{}, true
 	}
-	d, err := event.ParseDelivery(r.Value)
-	if err != nil {
+	if dec.err != nil {
 		return deadWrite{event.DeadLetter{
 			ID: fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset), Reason: event.ReasonInvalidDelivery,
-			Detail: err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key), Raw: r.Value,
+			Detail: dec.err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key), Raw: r.Value,
 			Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
 		}, finish}, false
 	}
+	d := dec.d
 	ep, ok := op.s.cfg.Endpoints.Get(d.EndpointID)
 	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable {
-		return deadWrite{deadLetterOf(&d, reason, detail, now), finish}, false
+		return deadWrite{deadLetterOf(d, reason, detail, now), finish}, false
 	}
 	if pl, ok := op.parked[d.EndpointID]; ok {
-		op.enqueueAppendLocked(pl, &d, offset)
+		op.enqueueAppendLocked(pl, d, offset)
 		return deadWrite{}, true
 	}
 	ls := op.laneLocked(d.EndpointID, ep.MaxConcurrency)
 	t := &Task{
 		Offset: offset, Partition: r.Partition, Entity: d.Entity, Revision: d.Revision,
 		Coalesce: d.Coalesce, NotBefore: d.NotBefore, EnqueuedAt: now, Attempts: d.Attempts,
-		Payload: &work{d: &d},
+		Payload: &work{d: d},
 	}
 	for _, old := range ls.lane.Push(t) {
 		op.supersededLocked(old)
@@ -224,7 +238,7 @@ func (op *ownedPartition) attempt(ls *laneState, t *Task) {
 		op.endDead(ls, t, reason, detail)
 		return
 	}
-	req, err := op.request(ls, d, ep, now)
+	req, err := op.request(ls, w, ep, now)
 	if err != nil {
 		op.endDead(ls, t, event.ReasonInvalidDelivery, err.Error())
 		return
@@ -308,12 +322,17 @@ func (op *ownedPartition) logAttempt(d *event.Delivery, res deliver.Result, outc
 
 // request builds the signed request, reusing the lane's signer while the
 // endpoint's secrets stay the same.
-func (op *ownedPartition) request(ls *laneState, d *event.Delivery, ep endpoint.Endpoint, now time.Time) (deliver.Request, error) {
-	body, err := d.Body()
-	if err != nil {
-		return deliver.Request{}, err
+func (op *ownedPartition) request(ls *laneState, w *work, ep endpoint.Endpoint, now time.Time) (deliver.Request, error) {
+	d := w.d
+	if w.body == nil { // only this task's attempt touches it: one attempt in flight per task
+		body, err := d.Body()
+		if err != nil {
+			return deliver.Request{}, err
+		}
+		w.body = body
 	}
 	secrets := ep.SigningSecrets(now)
+	var err error
 	op.mu.Lock()
 	signer := ls.signer
 	if signer == nil || !slices.Equal(ls.secrets, secrets) {
@@ -326,7 +345,7 @@ func (op *ownedPartition) request(ls *laneState, d *event.Delivery, ep endpoint.
 	if err != nil {
 		return deliver.Request{}, fmt.Errorf("endpoint secrets: %w", err)
 	}
-	return deliver.Request{URL: ep.URL, MsgID: d.EventID, Timestamp: now, Body: body, Signer: signer}, nil
+	return deliver.Request{URL: ep.URL, MsgID: d.EventID, Timestamp: now, Body: w.body, Signer: signer}, nil
 }
 
 // finish ends a delivered task: its offset is done and the entity's next

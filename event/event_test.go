@@ -88,3 +88,20 @@ func FuzzParseEnvelope(f *testing.F) {
 		}
 	})
 }
+
+func TestDeliveryEncoderMatchesAFullEncode(t *testing.T) {
+	env := Envelope{ID: "e1 \x01endpoint\x01", Type: "t", Tenant: "a", Entity: "order:1", Revision: 3, Coalesce: true,
+		OccurredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Data: json.RawMessage(`{"x":"ep_1 \u0001"}`)}
+	now := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
+	enc, err := NewDeliveryEncoder(env, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ep_1", "ep_\"quoted\"", ""} {
+		d := NewDelivery(env, id, now)
+		want, _ := json.Marshal(&d)
+		if got := enc.Encode(id); string(got) != string(want) {
+			t.Errorf("id %q:\n got %s\nwant %s", id, got, want)
+		}
+	}
+}
