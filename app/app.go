@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/embedded"
 	"github.com/laneway/laneway/endpoint"
@@ -65,6 +66,11 @@ type Config struct {
 	Retry deliver.RetryPolicy
 	// CommitInterval is how often delivery watermarks are committed. Default 1s.
 	CommitInterval time.Duration
+	// Breaker tunes the per-endpoint breaker (threshold 20 failures, first
+	// pause 5m, max pause 1h by default).
+	Breaker breaker.Config
+	// DisableAfter disables an endpoint failing this long without a success. Default 120h.
+	DisableAfter time.Duration
 	// SessionTimeout is how long a silent group member keeps its partitions
 	// (for example after kill -9). Default 45s, Kafka's.
 	SessionTimeout time.Duration
@@ -88,6 +94,7 @@ type App struct {
 
 	producer *kgo.Client
 	store    *endpoint.Store
+	breakers *breaker.Cache
 	fanout   *engine.Fanout
 	delivery *engine.DeliveryStage
 	http     *http.Server
@@ -265,6 +272,9 @@ func (a *App) startStore(ctx context.Context) error {
 }
 
 func (a *App) startStages(context.Context) error {
+	if err := a.startBreakers(); err != nil {
+		return err
+	}
 	metrics := engine.NewMetrics(a.registry)
 	fanout, err := engine.NewFanout(engine.FanoutConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
@@ -282,7 +292,7 @@ func (a *App) startStages(context.Context) error {
 	}
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
-		Endpoints: a.store, Sender: sender,
+		Endpoints: a.store, Sender: sender, Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		Metrics: metrics, Logger: a.log,
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
@@ -297,6 +307,29 @@ func (a *App) startStages(context.Context) error {
 	a.onStop(fanout.Stop)
 	stage.Start()
 	a.onStop(stage.Stop)
+	return nil
+}
+
+// startBreakers keeps breaker state in memory for the endpoints this
+// instance owns and flushes it to Redis every second for the next owner.
+func (a *App) startBreakers() error {
+	store, err := breaker.NewStore(breaker.StoreConfig{Client: a.rdb})
+	if err != nil {
+		return err
+	}
+	cache, err := breaker.NewCache(breaker.CacheConfig{Store: store, Breaker: a.cfg.Breaker, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.breakers = cache
+	cache.Start(context.Background())
+	a.onStop(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cache.Stop(ctx); err != nil {
+			a.log.Warn("final breaker flush failed", "err", err)
+		}
+	})
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/laneway/laneway/breaker"
 )
 
 // stageCollector reports per-endpoint and per-partition state at scrape
@@ -14,6 +16,7 @@ type stageCollector struct {
 	s *DeliveryStage
 
 	pending, inFlight, oldestAge, parked *prometheus.Desc
+	breakerOpen                          *prometheus.Desc
 	watermarkLag, watermarkLagSeconds    *prometheus.Desc
 }
 
@@ -28,6 +31,8 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 		oldestAge: prometheus.NewDesc("laneway_endpoint_oldest_pending_age_seconds",
 			"Age of the oldest unfinished delivery per endpoint, parked ones included.", ep, nil),
 		parked: prometheus.NewDesc("laneway_endpoint_parked", "Deliveries waiting in the parked topic, per endpoint.", ep, nil),
+		breakerOpen: prometheus.NewDesc("laneway_endpoint_breaker_open",
+			"1 while the endpoint's breaker is open or probing (paused after consecutive failures), else 0.", ep, nil),
 		watermarkLag: prometheus.NewDesc("laneway_partition_watermark_lag_offsets",
 			"Offsets between a deliveries partition's high watermark and its commit watermark.", part, nil),
 		watermarkLagSeconds: prometheus.NewDesc("laneway_partition_watermark_lag_seconds",
@@ -36,7 +41,7 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.watermarkLag, c.watermarkLagSeconds} {
+	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.breakerOpen, c.watermarkLag, c.watermarkLagSeconds} {
 		ch <- d
 	}
 }
@@ -55,6 +60,13 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 				backlog = pl.backlog
 			}
 			ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(backlog), id)
+			if b := c.s.cfg.Breakers; b != nil {
+				open := 0.0
+				if b.Get(id).State != breaker.Closed && b.Get(id).State != "" {
+					open = 1
+				}
+				ch <- prometheus.MustNewConstMetric(c.breakerOpen, prometheus.GaugeValue, open, id)
+			}
 		}
 		if op.tracker != nil {
 			p := strconv.Itoa(int(op.id))

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/topics"
@@ -23,6 +24,17 @@ import (
 type EndpointSource interface {
 	Get(id string) (endpoint.Endpoint, bool)
 	Put(ctx context.Context, e endpoint.Endpoint) error
+}
+
+// Breakers is the per-endpoint breaker state (package breaker's Cache):
+// in memory while this instance owns the endpoint, in Redis for handover.
+type Breakers interface {
+	Allow(endpointID string, now time.Time, maxConcurrency, inFlight int) breaker.Decision
+	Record(endpointID string, success bool, now time.Time) breaker.Breaker
+	Get(endpointID string) breaker.Breaker
+	Warm(ctx context.Context, ids []string) error
+	Flush(ctx context.Context) error
+	Forget(ids ...string)
 }
 
 // Sender makes one HTTP delivery attempt.
@@ -42,6 +54,11 @@ type DeliveryConfig struct {
 	Endpoints EndpointSource
 	// Sender makes the HTTP attempts. Required.
 	Sender Sender
+	// Breakers pauses endpoints that keep failing. Nil disables the breaker.
+	Breakers Breakers
+	// DisableAfter disables an endpoint that has failed without a single
+	// success for this long (needs Breakers). Default 120h (5 days).
+	DisableAfter time.Duration
 	// Retry is the retry and dead-letter policy. Zero fields take the delivery contract's defaults.
 	Retry deliver.RetryPolicy
 	// CommitInterval is how often watermarks are committed. Default 1s.
@@ -98,6 +115,7 @@ func (c *DeliveryConfig) setDefaults() error {
 		c.MaxPollRecords = 5000
 	}
 	setDur(&c.ParkAfter, 30*time.Second)
+	setDur(&c.DisableAfter, 5*24*time.Hour)
 	if c.LaneBuffer <= 0 {
 		c.LaneBuffer = 10000
 	}
@@ -377,6 +395,7 @@ func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int
 		cancel()
 		s.commitPartitions(ctx, cl, gone)
 	}
+	s.handOverBreakers(ctx, gone, commit)
 	for _, op := range gone {
 		s.cfg.Logger.Info("deliveries partition released", "partition", op.id, "committed", commit)
 	}
@@ -472,4 +491,25 @@ func (s *DeliveryStage) everyCommitInterval() {
 		op.maintain(now)
 	}
 	s.commit()
+}
+
+// handOverBreakers writes the released endpoints' breakers to Redis for the
+// next owner (not on loss: the next owner may have newer state already) and
+// drops them from memory.
+func (s *DeliveryStage) handOverBreakers(ctx context.Context, gone []*ownedPartition, flush bool) {
+	if s.cfg.Breakers == nil || len(gone) == 0 {
+		return
+	}
+	if flush {
+		flushCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.cfg.Breakers.Flush(flushCtx); err != nil {
+			s.cfg.Logger.Warn("breaker handover to Redis failed; the next owner starts closed", "err", err)
+		}
+		cancel()
+	}
+	var ids []string
+	for _, op := range gone {
+		ids = append(ids, op.endpointIDs()...)
+	}
+	s.cfg.Breakers.Forget(ids...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/event"
@@ -56,6 +57,8 @@ type laneState struct {
 	signer    *signing.Signer
 	secrets   []string // the secrets signer was built from
 	disabling bool     // a disable is already being written
+	// pausedUntil is when the endpoint's open breaker lets probes out.
+	pausedUntil time.Time
 }
 
 // work is a task's payload: the delivery and where its record lives.
@@ -196,8 +199,53 @@ func (op *ownedPartition) laneLocked(id string, maxConcurrency int) *laneState {
 	if !ok {
 		ls = &laneState{id: id, lane: NewLane(id, maxConcurrency), running: map[*Task]struct{}{}}
 		op.lanes[id] = ls
+		op.warmBreaker(id)
 	}
 	return ls
+}
+
+// warmBreaker loads, in the background, the breaker state a previous owner
+// left in Redis. Until it arrives the endpoint counts as closed, which is
+// also what a Redis flush gives: Redis holds no truth.
+func (op *ownedPartition) warmBreaker(id string) {
+	b := op.s.cfg.Breakers
+	if b == nil {
+		return
+	}
+	op.s.background.Add(1)
+	go func() {
+		defer op.s.background.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := b.Warm(ctx, []string{id}); err != nil {
+			op.s.cfg.Logger.Debug("breaker state not loaded; starting closed", "endpoint", id, "err", err)
+		}
+	}()
+}
+
+func (op *ownedPartition) endpointIDs() []string {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	ids := make([]string, 0, len(op.lanes))
+	for id := range op.lanes {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// breakerAllowsLocked asks the endpoint's breaker whether one more attempt
+// may start; an open breaker makes the lane wait until its pause ends.
+func (op *ownedPartition) breakerAllowsLocked(ls *laneState, now time.Time) bool {
+	b := op.s.cfg.Breakers
+	if b == nil {
+		return true
+	}
+	d := b.Allow(ls.id, now, ls.lane.MaxConcurrency(), ls.lane.InFlight())
+	if !d.Allowed && d.Wait > 0 {
+		ls.pausedUntil = now.Add(d.Wait)
+		op.waiting[ls] = struct{}{}
+	}
+	return d.Allowed
 }
 
 func (op *ownedPartition) maxConcurrencyOf(id string) int {
@@ -213,7 +261,11 @@ func (op *ownedPartition) pumpLocked(ls *laneState, now time.Time) {
 	if op.stopped {
 		return
 	}
-	for t := ls.lane.Next(now); t != nil; t = ls.lane.Next(now) {
+	for ls.lane.Pending() > 0 && op.breakerAllowsLocked(ls, now) {
+		t := ls.lane.Next(now)
+		if t == nil {
+			break
+		}
 		op.inFlight++
 		ls.running[t] = struct{}{}
 		op.s.background.Add(1)
@@ -286,6 +338,10 @@ func (op *ownedPartition) skipFinishedCopy(ls *laneState, t *Task, w *work) bool
 
 func (op *ownedPartition) settle(ls *laneState, t *Task, ep endpoint.Endpoint, res deliver.Result, outcome deliver.Outcome) {
 	d := t.Payload.(*work).d
+	if op.recordHealth(ls, ep, outcome) {
+		op.endDead(ls, t, event.ReasonEndpointDisabled, "endpoint failing for longer than the disable threshold")
+		return
+	}
 	switch outcome {
 	case deliver.Delivered:
 		op.s.cfg.Metrics.ended("delivered")
@@ -304,6 +360,24 @@ func (op *ownedPartition) settle(ls *laneState, t *Task, ep endpoint.Endpoint, r
 		delay := op.s.cfg.Retry.Delay(d.Attempts, res.RetryAfter, op.s.cfg.Rand)
 		op.retry(ls, t, now.Add(delay))
 	}
+}
+
+// recordHealth feeds the outcome to the endpoint's breaker and disables an
+// endpoint that has failed for DisableAfter without one success; it reports
+// whether it did. 413 says nothing about the endpoint's health and 410
+// disables it by itself, so neither counts.
+func (op *ownedPartition) recordHealth(ls *laneState, ep endpoint.Endpoint, outcome deliver.Outcome) bool {
+	b := op.s.cfg.Breakers
+	if b == nil || (outcome != deliver.Delivered && outcome != deliver.Retry) {
+		return false
+	}
+	now := op.s.cfg.Now()
+	state := b.Record(ls.id, outcome == deliver.Delivered, now)
+	if state.FailingFor(now) < op.s.cfg.DisableAfter {
+		return false
+	}
+	op.disable(ls, ep, fmt.Sprintf("endpoint failing since %s", state.FailingSince.UTC().Format(time.RFC3339)))
+	return true
 }
 
 func (op *ownedPartition) logAttempt(d *event.Delivery, res deliver.Result, outcome deliver.Outcome) {
@@ -483,14 +557,16 @@ func (op *ownedPartition) wake(now time.Time) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	for ls := range op.waiting {
-		at, ok := ls.lane.NextWakeup()
-		if !ok {
-			delete(op.waiting, ls)
-			continue
+		if now.Before(ls.pausedUntil) {
+			continue // the breaker is open
 		}
-		if !at.After(now) {
+		at, ok := ls.lane.NextWakeup()
+		if !ls.pausedUntil.IsZero() || (ok && !at.After(now)) {
+			ls.pausedUntil = time.Time{}
 			delete(op.waiting, ls)
 			op.pumpLocked(ls, now)
+		} else if !ok {
+			delete(op.waiting, ls)
 		}
 	}
 }
@@ -524,6 +600,8 @@ func (op *ownedPartition) parkReason(ls *laneState, ep endpoint.Endpoint, now ti
 	switch {
 	case ep.Paused:
 		return "paused"
+	case op.s.cfg.Breakers != nil && op.s.cfg.Breakers.Get(ls.id).State == breaker.Open:
+		return "breaker"
 	case ls.lane.Pending() == 0:
 		return ""
 	case ls.lane.Pending() > op.s.cfg.LaneBuffer:
