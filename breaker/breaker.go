@@ -65,6 +65,8 @@ func (s State) String() string {
 // persists as JSON. The zero Breaker is closed with no failures: it is what a
 // new endpoint, or one whose state Redis lost, starts from.
 type Breaker struct {
+	// State is empty in the zero Breaker, which is closed; State.String
+	// names it "closed" for display.
 	State State `json:"state,omitempty"`
 
 	// ConsecutiveFailures counts the failures recorded since the last

@@ -148,7 +148,7 @@ func (c *Cache) Warm(ctx context.Context, ids []string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range missing {
-		if false {
+		if _, ok := c.entries[id]; ok {
 			continue
 		}
 		if b, ok := loaded[id]; ok || err == nil {
