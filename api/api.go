@@ -202,6 +202,8 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	v1("GET /v1/endpoints/{id}", s.getEndpoint)
 	v1("PATCH /v1/endpoints/{id}", s.patchEndpoint)
 	v1("DELETE /v1/endpoints/{id}", s.deleteEndpoint)
+	v1("POST /v1/endpoints/{id}/pause", s.setPaused(true))
+	v1("POST /v1/endpoints/{id}/resume", s.setPaused(false))
 	v1("POST /v1/events", s.ingestEvent)
 	return jsonMisses(mux)
 }

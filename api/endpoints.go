@@ -217,6 +217,28 @@ func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// setPaused pauses or resumes an endpoint. The change is stored in the
+// endpoint config, so every instance sees it; while paused, the endpoint's
+// deliveries wait in the parked topic and none is lost.
+func (s *Server) setPaused(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+		e, ok := s.endpoints.Get(r.PathValue("id"))
+		if !ok {
+			writeError(w, http.StatusNotFound, "endpoint not found")
+			return
+		}
+		if e.Paused != paused {
+			e.Paused, e.UpdatedAt = paused, s.now().UTC()
+			if !s.put(w, r, e) {
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, toJSON(e))
+	}
+}
+
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.writeMu.Lock()

@@ -353,3 +353,19 @@ func TestDeleteEndpoint(t *testing.T) {
 		t.Fatalf("error = %v", got)
 	}
 }
+
+func TestPauseAndResume(t *testing.T) {
+	h := newHarness(t, nil)
+	e := createEndpoint(t, h)
+	for _, step := range []struct {
+		path string
+		want bool
+	}{{"/pause", true}, {"/pause", true}, {"/resume", false}} {
+		r := h.do("POST", "/v1/endpoints/"+e.ID+step.path, "")
+		wantStatus(t, r, http.StatusOK)
+		if got, _ := h.store.Get(e.ID); got.Paused != step.want || r.json(t)["paused"] != step.want {
+			t.Errorf("after %s: stored paused %v, response %v, want %v", step.path, got.Paused, r.json(t)["paused"], step.want)
+		}
+	}
+	wantStatus(t, h.do("POST", "/v1/endpoints/ep_missing/pause", ""), http.StatusNotFound)
+}

@@ -261,6 +261,9 @@ func (op *ownedPartition) pumpLocked(ls *laneState, now time.Time) {
 	if op.stopped {
 		return
 	}
+	if ep, ok := op.s.cfg.Endpoints.Get(ls.id); ok && ep.Paused {
+		return // a paused endpoint starts nothing; maintain pumps it again on resume
+	}
 	for ls.lane.Pending() > 0 && op.breakerAllowsLocked(ls, now) {
 		t := ls.lane.Next(now)
 		if t == nil {
