@@ -87,7 +87,7 @@ func measureBacklog(ctx context.Context, cfg config, r *rig, rep *backlogReport,
 	}
 	rep.PublishSeconds = pb.end.Sub(pb.start).Seconds()
 	rep.PublishPerSecond = float64(cfg.Events) / rep.PublishSeconds
-	if err := pollUntil(ctx, time.Second, func() bool { return allParked(r, cfg.Events) }); err != nil {
+	if err := pollUntil(ctx, time.Second, func() bool { return allParked(ctx, r, cfg.Events) }); err != nil {
 		rep.Incomplete = fmt.Sprintf("the backlog was not all parked: %v", err)
 	}
 	rep.AllParkedSeconds = time.Since(start).Seconds()
@@ -108,11 +108,25 @@ func backlogSampleOf(r *rig, pb *publishing, since time.Duration) backlogSample 
 	}
 }
 
-// allParked: every event is fanned out and every deliveries offset finished,
-// so the whole backlog waits in the parked topic (or is in the lane window).
-func allParked(r *rig, events int) bool {
-	snap := snapshot(r.lw.app.Registry())
-	return snap.sum("laneway_fanout_deliveries_total") >= float64(events) && snap.sum("laneway_partition_watermark_lag_offsets") == 0
+// allParked: every event is fanned out and every deliveries partition's
+// commit is at its end, so the whole backlog waits in the parked topic (or
+// in the lane's window). The commit is read from Kafka rather than from
+// laneway_partition_watermark_lag_offsets, which counts the transaction
+// marker at the end of each partition and so never drops below 1.
+func allParked(ctx context.Context, r *rig, events int) bool {
+	if snapshot(r.lw.app.Registry()).sum("laneway_fanout_deliveries_total") < float64(events) {
+		return false
+	}
+	off, err := r.offsets(ctx)
+	if err != nil {
+		return false
+	}
+	for _, pp := range commitProgress([]offsetSample{off}) {
+		if !pp.CaughtUp {
+			return false
+		}
+	}
+	return true
 }
 
 // pollUntil checks cond every interval until it holds or ctx ends: for
@@ -128,7 +142,7 @@ func pollUntil(ctx context.Context, every time.Duration, cond func() bool) error
 
 func (rep *backlogReport) finish(r *rig) {
 	for _, s := range rep.Samples {
-		rep.MaxRSSMB = max(rep.MaxRSSMB, s.RSSMB)
+		rep.MaxRSSMB = max(rep.MaxRSSMB, s.RSSMB, s.PeakRSSMB)
 		rep.MaxHeapInuseMB = max(rep.MaxHeapInuseMB, s.HeapInuseMB)
 	}
 	snap := snapshot(r.lw.app.Registry())
@@ -167,12 +181,12 @@ func (rep *backlogReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "\nPublished in %.1fs (%.0f events/s); whole backlog parked %.0fs after the first publish\n",
 		rep.PublishSeconds, rep.PublishPerSecond, rep.AllParkedSeconds)
 	b := rep.Baseline
-	fmt.Fprintf(w, "Memory: before publishing RSS %.0f MB, heap in use %.0f MB; max RSS %.0f MB, max heap in use %.0f MB (goal: flat, under %d MB)\n",
+	fmt.Fprintf(w, "Memory: before publishing RSS %.0f MB, heap in use %.0f MB; max RSS %.0f MB (kernel high-water mark), max heap in use %.0f MB sampled (goal: flat, under %d MB)\n",
 		b.RSSMB, b.HeapInuseMB, rep.MaxRSSMB, rep.MaxHeapInuseMB, rssGoalMB)
-	fmt.Fprintf(w, "\n     t   published   fanned out     parked   pending   wm lag    RSS MB   heap MB   goroutines\n")
+	fmt.Fprintf(w, "\n     t   published   fanned out     parked   pending   wm lag    RSS MB   peak MB   heap MB   goroutines\n")
 	for _, s := range rep.Samples {
-		fmt.Fprintf(w, "  %4.0fs  %10d  %11.0f  %9.0f  %8.0f  %7.0f  %8.0f  %8.0f  %10d\n",
-			s.Seconds, s.Published, s.FannedOut, s.Parked, s.Pending, s.WatermarkLag, s.RSSMB, s.HeapInuseMB, s.Goroutines)
+		fmt.Fprintf(w, "  %4.0fs  %10d  %11.0f  %9.0f  %8.0f  %7.0f  %8.0f  %8.0f  %8.0f  %10d\n",
+			s.Seconds, s.Published, s.FannedOut, s.Parked, s.Pending, s.WatermarkLag, s.RSSMB, s.PeakRSSMB, s.HeapInuseMB, s.Goroutines)
 	}
 	fmt.Fprintf(w, "\nAt the end: %.0f parked; lanes parked by reason %v; attempts by outcome %v; max in flight %d (limit %d)\n",
 		rep.FinalParked, rep.ParksByReason, rep.Attempts, rep.MaxInFlight, backlogLimit)

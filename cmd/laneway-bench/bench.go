@@ -44,7 +44,7 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 		res.Raw = &raw
 	}
 	fmt.Fprintln(stderr, "starting laneway...")
-	lw, err := startLaneway(ctx, cfg, warnLogger(stderr))
+	lw, err := startLaneway(ctx, cfg, lanewayLogger(stderr, cfg.LogLevel))
 	if err != nil {
 		return nil, err
 	}
@@ -68,10 +68,11 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 	return res, nil
 }
 
-// warnLogger is Laneway's logger in the benchmark: warnings and errors only,
-// so that per-attempt lines do not cost the CPU being measured.
-func warnLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// lanewayLogger is Laneway's logger in the benchmark: warnings and errors
+// by default, so that log lines do not cost the CPU being measured; -log-level
+// info adds one line per failed attempt, lane parks and partition moves.
+func lanewayLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // measure warms up, then runs the measured phase and evaluates it.

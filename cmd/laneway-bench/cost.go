@@ -22,16 +22,18 @@ type costRow struct {
 }
 
 type costReport struct {
-	Embedded bool      `json:"embedded_broker"`
-	Rate     float64   `json:"rate_per_s"`
-	Rows     []costRow `json:"runs"`
+	Embedded       bool      `json:"embedded_broker"`
+	Rate           float64   `json:"rate_per_s"`
+	MaxConcurrency int       `json:"max_concurrency"`
+	FileLimit      int       `json:"open_file_limit"`
+	Rows           []costRow `json:"runs"`
 }
 
 // runCost runs the throughput measurement once per endpoint count with the
 // same number of deliveries, each on a fresh Laneway, and puts the CPU time
 // per delivery side by side.
 func runCost(ctx context.Context, cfg config, stderr io.Writer) (report, error) {
-	rep := &costReport{Embedded: len(cfg.KafkaBrokers) == 0, Rate: cfg.Rate}
+	rep := &costReport{Embedded: len(cfg.KafkaBrokers) == 0, Rate: cfg.Rate, MaxConcurrency: cfg.MaxConcurrency, FileLimit: openFileLimit()}
 	for _, n := range cfg.CostEndpoints {
 		c := cfg
 		c.Endpoints, c.Fanout, c.Events, c.RawRequests = n, 1, cfg.CostDeliveries, 0
@@ -76,7 +78,7 @@ func (rep *costReport) writeText(w io.Writer) {
 		where = "the embedded broker runs in this process, so its CPU is counted"
 	}
 	fmt.Fprintf(w, "  CPU time (user+sys) of the whole process from first publish to last receipt, per delivery: Laneway, publisher and receiver; %s\n", where)
-	fmt.Fprintf(w, "  publish rate limit %s\n\n", orUnlimited(rep.Rate))
+	fmt.Fprintf(w, "  publish rate limit %s; max_concurrency %d per endpoint; open-file limit %d\n\n", orUnlimited(rep.Rate), rep.MaxConcurrency, rep.FileLimit)
 	fmt.Fprintf(w, "  endpoints   ports   deliveries   seconds   deliveries/s   CPU µs/delivery   cores   alloc B/delivery   p50       p99       failed attempts\n")
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "  %9d   %5d   %10d   %7.1f   %12.0f   %15.0f   %5.2f   %16.0f   %-8s  %-8s  %.0f\n",

@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -68,6 +69,7 @@ type config struct {
 	RedisURL     string
 	KeepTopics   bool
 
+	LogLevel   slog.Level
 	Timeout    time.Duration
 	Progress   time.Duration
 	CPUProfile string
@@ -118,6 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers; empty runs the embedded Kafka")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL; empty runs an in-process Redis")
 	fs.BoolVar(&c.KeepTopics, "keep-topics", false, "with -kafka-brokers, keep this run's topics and groups instead of deleting them")
+	c.LogLevel = slog.LevelWarn
+	fs.TextVar(&c.LogLevel, "log-level", &c.LogLevel, "Laneway's log level (info adds a line per failed attempt)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "deadline for the whole run")
 	fs.DurationVar(&c.Progress, "progress", 5*time.Second, "progress line interval on stderr (0: none)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")

@@ -101,7 +101,10 @@ func startSampler(every time.Duration, fn func(now time.Time)) sampler {
 
 // memory is the process's memory at one moment.
 type memory struct {
-	RSSMB       float64 `json:"rss_mb"`
+	RSSMB float64 `json:"rss_mb"`
+	// PeakRSSMB is the kernel's high-water mark of RSS (VmHWM) so far: it
+	// catches a peak that falls between two samples.
+	PeakRSSMB   float64 `json:"peak_rss_mb"`
 	HeapInuseMB float64 `json:"heap_inuse_mb"`
 	Goroutines  int     `json:"goroutines"`
 }
@@ -109,14 +112,15 @@ type memory struct {
 func readMemory() memory {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	rss, _ := readRSS()
-	return memory{RSSMB: mb(rss), HeapInuseMB: mb(int64(m.HeapInuse)), Goroutines: runtime.NumGoroutine()}
+	rss, _ := readStatusKB("VmRSS")
+	peak, _ := readStatusKB("VmHWM")
+	return memory{RSSMB: mb(rss), PeakRSSMB: mb(peak), HeapInuseMB: mb(int64(m.HeapInuse)), Goroutines: runtime.NumGoroutine()}
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
-// readRSS is the process's resident set size from /proc (Linux only).
-func readRSS() (int64, bool) {
+// readStatusKB reads a size field of /proc/self/status (Linux only), in bytes.
+func readStatusKB(field string) (int64, bool) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0, false
@@ -124,16 +128,17 @@ func readRSS() (int64, bool) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := parseVmRSS(sc.Text()); ok {
+		if v, ok := parseStatusKB(sc.Text(), field); ok {
 			return v, true
 		}
 	}
 	return 0, false
 }
 
-// parseVmRSS reads a "VmRSS:   123456 kB" line of /proc/<pid>/status.
-func parseVmRSS(line string) (int64, bool) {
-	rest, ok := strings.CutPrefix(line, "VmRSS:")
+// parseStatusKB reads a "VmRSS:   123456 kB" line of /proc/<pid>/status
+// if it is the named field.
+func parseStatusKB(line, field string) (int64, bool) {
+	rest, ok := strings.CutPrefix(line, field+":")
 	if !ok {
 		return 0, false
 	}
@@ -192,10 +197,31 @@ type partitionProgress struct {
 	// written in transactions, so its last offset is a commit marker that
 	// no consumer sees: a caught-up commit is end-1 (or end).
 	CaughtUp bool `json:"caught_up"`
-	// LongestStallSeconds is the longest time the commit stayed put while
-	// it was behind the end.
-	LongestStallSeconds float64 `json:"longest_stall_seconds"`
-	Moved               bool    `json:"moved"`
+	// MaxTrailSeconds is how far, in time, the commit fell behind the log:
+	// at each sample, the time since the log's end was where the commit is
+	// now (0 when caught up). It stays small while the commit keeps up,
+	// even if the commit moves only a little at a time, and grows by the
+	// sampling interval per sample while something holds it back.
+	MaxTrailSeconds float64 `json:"max_trail_seconds"`
+	Moved           bool    `json:"moved"`
+}
+
+// trail is how long ago the log's end of partition p was at or below
+// committed, as seen at the last of samples: the time since the most recent
+// earlier sample whose end the commit has reached. When the commit is below
+// even the first sample's end, the time since the first sample is a lower
+// bound.
+func trail(p int32, samples []offsetSample, committed int64) time.Duration {
+	now := samples[len(samples)-1]
+	if committed >= now.end[p]-1 {
+		return 0
+	}
+	for j := len(samples) - 2; j >= 0; j-- {
+		if samples[j].end[p] <= committed+1 {
+			return now.at.Sub(samples[j].at)
+		}
+	}
+	return now.at.Sub(samples[0].at)
 }
 
 // commitProgress summarises offset samples per partition.
@@ -228,21 +254,8 @@ func progressOf(p int32, samples []offsetSample) partitionProgress {
 		FinalCommitted: committedAt(last), FinalEnd: last.end[p]}
 	pp.CaughtUp = pp.FinalCommitted >= pp.FinalEnd-1
 	pp.Moved = pp.FinalCommitted != pp.FirstCommitted
-	var stallSince time.Time // zero: not stalled
-	prev := int64(-2)
-	for _, s := range samples {
-		c := committedAt(s)
-		behind := c < s.end[p]-1
-		switch {
-		case !behind:
-			stallSince = time.Time{}
-		case c != prev || stallSince.IsZero():
-			stallSince = s.at
-		}
-		if !stallSince.IsZero() {
-			pp.LongestStallSeconds = max(pp.LongestStallSeconds, s.at.Sub(stallSince).Seconds())
-		}
-		prev = c
+	for i, si := range samples {
+		pp.MaxTrailSeconds = max(pp.MaxTrailSeconds, trail(p, samples[:i+1], committedAt(si)).Seconds())
 	}
 	return pp
 }

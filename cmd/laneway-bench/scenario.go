@@ -36,6 +36,9 @@ type scenarioFlags struct {
 	DrainLimit   int           // drain: max_concurrency C
 	DrainDelay   time.Duration // drain: answer time R once healthy
 	DrainBacklog int           // drain: events N parked before recovery
+	// DrainEntities spreads the drain backlog; the default is more than any
+	// sensible max_concurrency, so per-entity order alone never caps the drain.
+	DrainEntities int
 }
 
 func (f *scenarioFlags) register(fs *flag.FlagSet) {
@@ -56,6 +59,7 @@ func (f *scenarioFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.DrainLimit, "drain-limit", 4, "drain: the endpoint's max_concurrency C")
 	fs.DurationVar(&f.DrainDelay, "drain-delay", 500*time.Millisecond, "drain: the endpoint's answer time R once it recovers")
 	fs.IntVar(&f.DrainBacklog, "drain-backlog", 400, "drain: events N published while the endpoint hangs")
+	fs.IntVar(&f.DrainEntities, "drain-entities", 64, "drain: entities the backlog is spread over (round-robin)")
 }
 
 func parseCounts(v string) ([]int, error) {
@@ -82,7 +86,12 @@ func (c *config) applyScenarioDefaults(set map[string]bool) error {
 		c.CostEndpoints = []int{10, 100, 1000, 10000}
 	}
 	switch c.Scenario {
-	case "throughput", "cost":
+	case "throughput":
+	case "cost":
+		// Laneway's default limit: with the throughput scenario's 16, a burst
+		// to 1,000 endpoints opens ~10,000 connections at once, and with the
+		// receiver in this process too that exhausts a 20,000-file limit.
+		def("max-concurrency", func() { c.MaxConcurrency = 4 })
 	case "incident":
 		def("endpoints", func() { c.Endpoints = 1800 })
 		// A 28 s endpoint under the contract's 5 s timeout would only
@@ -108,8 +117,8 @@ func (f scenarioFlags) validate() error {
 		return errors.New("-duration, -healthy-rate, -slow-rate and -slow-limit must be positive")
 	case f.Sample <= 0 || f.Window <= 0 || f.BacklogSettle < 0:
 		return errors.New("-sample and -window must be positive")
-	case f.CostDeliveries <= 0 || f.DrainLimit < 1 || f.DrainDelay <= 0 || f.DrainBacklog <= 0:
-		return errors.New("-cost-deliveries, -drain-limit, -drain-delay and -drain-backlog must be positive")
+	case f.CostDeliveries <= 0 || f.DrainLimit < 1 || f.DrainDelay <= 0 || f.DrainBacklog <= 0 || f.DrainEntities <= 0:
+		return errors.New("-cost-deliveries, -drain-limit, -drain-delay, -drain-backlog and -drain-entities must be positive")
 	}
 	return nil
 }
@@ -242,7 +251,7 @@ func startRig(ctx context.Context, cfg config, p *plan, endpoints int, limit fun
 		return nil, err
 	}
 	fmt.Fprintln(stderr, "starting laneway...")
-	if r.lw, err = startLaneway(ctx, cfg, warnLogger(stderr)); err != nil {
+	if r.lw, err = startLaneway(ctx, cfg, lanewayLogger(stderr, cfg.LogLevel)); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "creating %d endpoints on %d receiver ports...\n", endpoints, r.recv.Ports())

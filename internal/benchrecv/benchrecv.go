@@ -15,6 +15,7 @@
 package benchrecv
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,10 @@ type Config struct {
 	// a client's keep-alive pool is per host, so one shared port would make
 	// every endpoint compete for one pool.
 	SharedListener bool
+	// Ports, when above 0 and below Endpoints, serves endpoint n on port
+	// n mod Ports: the middle way when one port per endpoint would use more
+	// file descriptors than the process may open. Ignored with SharedListener.
+	Ports int
 	// Verify checks signatures with the official Standard Webhooks library
 	// and the payload's id and revision. It costs a body read and an HMAC per
 	// request, so it is off by default.
@@ -91,6 +96,7 @@ type Receiver struct {
 // endpointState is what the receiver tracks for one endpoint.
 type endpointState struct {
 	verifier    atomic.Pointer[standardwebhooks.Webhook]
+	behavior    atomic.Pointer[Behavior] // nil: Config.Delay and 204
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
 
@@ -108,11 +114,7 @@ func Start(cfg Config) (*Receiver, error) {
 	for range cfg.Endpoints {
 		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}})
 	}
-	ports := cfg.Endpoints
-	if cfg.SharedListener {
-		ports = 1
-	}
-	for range ports {
+	for range listenerCount(cfg) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			r.closeListeners()
@@ -131,6 +133,17 @@ func Start(cfg Config) (*Receiver, error) {
 	return r, nil
 }
 
+// listenerCount is how many ports cfg asks for.
+func listenerCount(cfg Config) int {
+	switch {
+	case cfg.SharedListener:
+		return 1
+	case cfg.Ports > 0 && cfg.Ports < cfg.Endpoints:
+		return cfg.Ports
+	}
+	return cfg.Endpoints
+}
+
 func (r *Receiver) closeListeners() {
 	for _, ln := range r.listeners {
 		_ = ln.Close()
@@ -145,12 +158,32 @@ func (r *Receiver) Close() {
 
 // URL is endpoint n's delivery URL.
 func (r *Receiver) URL(n int) string {
-	ln := r.listeners[0]
-	if !r.cfg.SharedListener {
-		ln = r.listeners[n]
-	}
+	ln := r.listeners[n%len(r.listeners)]
 	return "http://" + ln.Addr().String() + "/ep/" + strconv.Itoa(n)
 }
+
+// Ports is how many ports the endpoints are spread over.
+func (r *Receiver) Ports() int { return len(r.listeners) }
+
+// Behavior is how one endpoint answers, when it should differ from
+// Config.Delay and 204.
+type Behavior struct {
+	// Hold, when not nil, keeps every request waiting until it is closed
+	// (or the sender gives up): an endpoint that hangs, or a paused one.
+	// Closing it releases the requests already waiting.
+	Hold <-chan struct{}
+	// Delay is how long each answer waits (after Hold).
+	Delay time.Duration
+	// Status is the answer's status code; 0 means 204.
+	Status int
+}
+
+// SetBehavior changes how endpoint n answers requests that arrive from now
+// on; requests already waiting keep the behavior they arrived with.
+func (r *Receiver) SetBehavior(n int, b Behavior) { r.endpoints[n].behavior.Store(&b) }
+
+// InFlight is the number of requests endpoint n is answering now.
+func (r *Receiver) InFlight(n int) int64 { return r.endpoints[n].inFlight.Load() }
 
 // RawURL accepts any POST and only counts it: the baseline target.
 func (r *Receiver) RawURL() string { return "http://" + r.listeners[0].Addr().String() + "/raw" }
@@ -205,20 +238,44 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 func (r *Receiver) serveRaw(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.Copy(io.Discard, req.Body)
-	r.answer(w)
+	r.answer(w, req, Behavior{Delay: r.cfg.Delay})
 	r.raw.Add(1)
 }
 
-// answer waits the configured delay and replies 204.
-func (r *Receiver) answer(w http.ResponseWriter) {
-	if r.cfg.Delay > 0 {
-		time.Sleep(r.cfg.Delay)
+func (r *Receiver) behaviorOf(ep *endpointState) Behavior {
+	if b := ep.behavior.Load(); b != nil {
+		return *b
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return Behavior{Delay: r.cfg.Delay}
+}
+
+// answer waits as b says and replies. The waits end early when the sender
+// gives up or the receiver closes, so a hanging endpoint never keeps a
+// goroutine past its request.
+func (r *Receiver) answer(w http.ResponseWriter, req *http.Request, b Behavior) {
+	done := req.Context().Done()
+	if b.Hold != nil {
+		select {
+		case <-b.Hold:
+		case <-done:
+			return
+		}
+	}
+	if b.Delay > 0 {
+		t := time.NewTimer(b.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-done:
+			return
+		}
+	}
+	w.WriteHeader(cmp.Or(b.Status, http.StatusNoContent))
 }
 
 func (r *Receiver) serveEndpoint(w http.ResponseWriter, req *http.Request, n int) {
 	ep := r.endpoints[n]
+	b := r.behaviorOf(ep) // as it is when the request arrives
 	r.requests.Add(1)
 	ep.enter()
 	defer ep.inFlight.Add(-1)
@@ -233,12 +290,12 @@ func (r *Receiver) serveEndpoint(w http.ResponseWriter, req *http.Request, n int
 	}
 	if !known {
 		r.unmatched.Add(1)
-		r.answer(w)
+		r.answer(w, req, b)
 		return
 	}
 	r.record(ep, d)
 	defer ep.leave(d.Entity)
-	r.answer(w)
+	r.answer(w, req, b)
 }
 
 // enter counts the request in flight and raises the endpoint's maximum.

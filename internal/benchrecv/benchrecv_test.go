@@ -122,3 +122,46 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("stats %+v", got)
 	}
 }
+
+func TestPortsSpreadEndpoints(t *testing.T) {
+	r := start(t, benchrecv.Config{Endpoints: 5, Ports: 2})
+	host := func(n int) string { return strings.TrimSuffix(r.URL(n), "/ep/"+strconv.Itoa(n)) }
+	if r.Ports() != 2 || host(0) != host(2) || host(0) != host(4) || host(0) == host(1) || host(1) != host(3) {
+		t.Fatalf("%d ports: %s %s %s %s %s", r.Ports(), host(0), host(1), host(2), host(3), host(4))
+	}
+	if code := post(t, r.URL(3), "s1", nil, "{}"); code != http.StatusNoContent {
+		t.Fatalf("endpoint 3 on a shared port: status %d", code)
+	}
+	if r.MaxInFlight(3) != 1 || r.MaxInFlight(1) != 0 {
+		t.Fatalf("request counted for the wrong endpoint")
+	}
+}
+
+func TestBehaviorHoldsAndAnswers(t *testing.T) {
+	r := start(t, benchrecv.Config{Endpoints: 2})
+	hold := make(chan struct{})
+	r.SetBehavior(0, benchrecv.Behavior{Hold: hold})
+	r.SetBehavior(1, benchrecv.Behavior{Status: http.StatusServiceUnavailable, Delay: 50 * time.Millisecond})
+	done := make(chan int)
+	go func() { done <- post(t, r.URL(0), "s0", nil, "{}") }()
+	t0 := time.Now()
+	if code := post(t, r.URL(1), "s1", nil, "{}"); code != http.StatusServiceUnavailable || time.Since(t0) < 50*time.Millisecond {
+		t.Fatalf("endpoint 1: status %d after %s", code, time.Since(t0))
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("held request answered %d before release", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if r.InFlight(0) != 1 {
+		t.Fatalf("held request not in flight: %d", r.InFlight(0))
+	}
+	r.SetBehavior(0, benchrecv.Behavior{}) // later requests are not held
+	if code := post(t, r.URL(0), "s2", nil, "{}"); code != http.StatusNoContent {
+		t.Fatalf("after SetBehavior: status %d", code)
+	}
+	close(hold)
+	if code := <-done; code != http.StatusNoContent {
+		t.Fatalf("released request: status %d", code)
+	}
+}
