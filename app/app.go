@@ -290,6 +290,7 @@ func (a *App) startStages(context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
 		Endpoints: a.store, Sender: sender, Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter,

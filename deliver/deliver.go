@@ -234,6 +234,11 @@ func (s *Sender) newRequest(ctx context.Context, r Request) (*http.Request, erro
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", s.cfg.UserAgent)
 	r.Signer.SetHeaders(h, r.MsgID, ts, r.Body)
+	// With an Idempotency-Key, net/http may resend a POST whose reused
+	// keep-alive connection turned out dead before any response byte,
+	// instead of failing the attempt and waiting out a retry delay.
+	// Receivers dedupe by webhook-id anyway, and the key is the same id.
+	h.Set("Idempotency-Key", r.MsgID)
 	return httpReq, nil
 }
 

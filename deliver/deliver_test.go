@@ -116,6 +116,9 @@ func TestSendDeliveredAndVerifiedByOfficialLibrary(t *testing.T) {
 	if id := r.header.Get("webhook-id"); id != req.MsgID {
 		t.Errorf("webhook-id = %q, want %q", id, req.MsgID)
 	}
+	if key := r.header.Get("Idempotency-Key"); key != req.MsgID {
+		t.Errorf("Idempotency-Key = %q, want the webhook-id %q (lets net/http resend on a dead keep-alive)", key, req.MsgID)
+	}
 	for i, secret := range []string{testSecret(1), testSecret(2)} {
 		wh, err := standardwebhooks.NewWebhook(secret)
 		if err != nil {

@@ -71,6 +71,9 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 		if op.tracker != nil {
 			p := strconv.Itoa(int(op.id))
 			lag := max(0, op.highWatermark-op.tracker.Watermark())
+			if op.tracker.Outstanding() == 0 && lag <= 1 {
+				lag = 0 // the last offset of a transactional topic is a commit marker
+			}
 			ch <- prometheus.MustNewConstMetric(c.watermarkLag, prometheus.GaugeValue, float64(lag), p)
 			lagSeconds := 0.0
 			if since, ok := op.tracker.OldestPendingSince(); ok {

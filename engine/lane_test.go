@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -919,5 +920,24 @@ func BenchmarkLanePushNextFinish(b *testing.B) {
 				free = append(free, started)
 			}
 		})
+	}
+}
+
+func TestInterleaveEntitiesKeepsEachEntityInOrder(t *testing.T) {
+	var in []*Task
+	for _, spec := range []struct {
+		entity string
+		n      int
+	}{{"a", 3}, {"b", 1}, {"c", 2}} {
+		for i := range spec.n {
+			in = append(in, &Task{Entity: spec.entity, Revision: int64(i + 1)})
+		}
+	}
+	var got []string
+	for _, t := range interleaveEntities(in) {
+		got = append(got, fmt.Sprintf("%s%d", t.Entity, t.Revision))
+	}
+	if want := "a1 b1 c1 a2 c2 a3"; strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
 	}
 }

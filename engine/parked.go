@@ -111,7 +111,7 @@ func (op *ownedPartition) parkLocked(ls *laneState, why string) {
 	}
 	// A lane that is not parked holds no parked tasks, so everything it
 	// drains came from the deliveries partition.
-	drained := ls.lane.DrainUnstarted()
+	drained := interleaveEntities(ls.lane.DrainUnstarted())
 	for _, t := range drained {
 		w := t.Payload.(*work)
 		w.d.Attempts, w.d.NotBefore = t.Attempts, t.NotBefore
@@ -121,6 +121,34 @@ func (op *ownedPartition) parkLocked(ls *laneState, why string) {
 	op.s.cfg.Logger.Info("lane parked", "endpoint", ls.id, "partition", op.id, "reason", why,
 		"moved", len(drained), "in_flight", len(ls.running))
 	op.s.cfg.Metrics.parked(why)
+}
+
+// interleaveEntities reorders tasks (grouped by entity, each group in
+// order) so that entities take turns, keeping each entity's own order. The
+// parked log is read back in windows; grouped by entity, a window would
+// hold a handful of entities and the lane could not use its concurrency
+// (one delivery in flight per entity).
+func interleaveEntities(tasks []*Task) []*Task {
+	var groups [][]*Task
+	index := map[string]int{}
+	for _, t := range tasks {
+		i, ok := index[t.Entity]
+		if !ok {
+			i = len(groups)
+			index[t.Entity] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], t)
+	}
+	out := make([]*Task, 0, len(tasks))
+	for round := 0; len(out) < len(tasks); round++ {
+		for _, g := range groups {
+			if round < len(g) {
+				out = append(out, g[round])
+			}
+		}
+	}
+	return out
 }
 
 // enqueueAppendLocked queues d for the appender; the append's
