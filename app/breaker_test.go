@@ -10,7 +10,6 @@ import (
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/fleet"
 	"github.com/laneway/laneway/internal/testenv"
 )
 
@@ -22,17 +21,11 @@ import (
 // backend).
 func TestBreakerPausesAFailingEndpoint(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, func(c *app.Config) {
+		f, a, api := scenario(t, b, func(c *app.Config) {
 			c.Breaker = breaker.Config{Threshold: 3, FirstPause: 700 * time.Millisecond, MaxPause: 1400 * time.Millisecond}
 			c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Min: 50 * time.Millisecond, Max: 100 * time.Millisecond,
 				MaxAttempts: 10000, MaxAge: time.Hour}
 		})
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1), "max_concurrency": 2})
 		var failing atomic.Bool
 		var failures atomic.Int64

@@ -9,7 +9,6 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/event"
-	"github.com/laneway/laneway/internal/fleet"
 	"github.com/laneway/laneway/internal/testenv"
 )
 
@@ -20,13 +19,7 @@ import (
 // after a newer one.
 func TestPausedEndpointCoalesces(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		f, a, api := scenario(t, b, nil)
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1)})
 		recv, _ := f.Add(1, ep.Secret, nil)
 		if code, out := api.do("POST", "/v1/endpoints/"+ep.ID+"/pause", nil); code != http.StatusOK {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/event"
-	"github.com/laneway/laneway/internal/fleet"
 	"github.com/laneway/laneway/internal/testenv"
 )
 
@@ -77,13 +76,7 @@ func readDeadLetters(t *testing.T, a *app.App, want int, match func(event.DeadLe
 // raw bytes, and both valid events are still delivered.
 func TestInvalidRecordIsDeadLettered(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		f, a, api := scenario(t, b, nil)
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1)})
 		recv, _ := f.Add(1, ep.Secret, nil)
 
@@ -104,13 +97,7 @@ func TestInvalidRecordIsDeadLettered(t *testing.T) {
 // checks the outcome of each on the real pipeline.
 func TestDeliveryContract(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		f, a, api := scenario(t, b, nil)
 
 		// Endpoint 1 fails each delivery's first attempt: everything still
 		// arrives, in order, on the second.
@@ -179,13 +166,7 @@ func waitForEndpointStatus(t *testing.T, a *app.App, id, want string) {
 // the running lane uses the new limit without a restart.
 func TestLiveConcurrencyChange(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		f, a, api := scenario(t, b, nil)
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1), "max_concurrency": 1})
 
 		release := make(chan struct{})

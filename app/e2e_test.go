@@ -60,6 +60,19 @@ func startApp(t *testing.T, b testenv.Backend, tweak func(*app.Config)) *app.App
 	return a
 }
 
+// scenario starts a receiver fleet and a Laneway on b; both stop when the
+// test ends, Laneway first, so its last attempts still find the receivers.
+func scenario(t *testing.T, b testenv.Backend, tweak func(*app.Config)) (*fleet.Fleet, *app.App, apiClient) {
+	t.Helper()
+	f, err := fleet.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	a := startApp(t, b, tweak)
+	return f, a, apiClient{t: t, base: "http://" + a.HTTPAddr()}
+}
+
 type apiClient struct {
 	t    *testing.T
 	base string
@@ -124,13 +137,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		f, a, api := scenario(t, b, nil)
 		subs := createSubscriptions(t, api, f)
 
 		const events, entities = 10000, 200

@@ -32,17 +32,11 @@ func TestIncidentSlowEndpointIsIsolated(t *testing.T) {
 		t.Skip("incident test")
 	}
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, err := fleet.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		a := startApp(t, b, func(c *app.Config) {
+		f, a, api := scenario(t, b, func(c *app.Config) {
 			c.ParkAfter = 2 * time.Second
 			// The 503 endpoint keeps retrying for the whole test.
 			c.Retry = deliver.RetryPolicy{Base: time.Second, Max: 2 * time.Second, MaxAttempts: 1000, MaxAge: time.Hour}
 		})
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
 
 		const healthy = 200
 		healthyEPs := make([]*fleet.Endpoint, healthy)
