@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -165,6 +166,8 @@ func (c config) validate() error {
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	// Progress samplers write from their own goroutines.
+	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
 	if cfg.Scenario != "throughput" {
 		return runScenario(ctx, cfg, stdout, stderr)
 	}
@@ -188,4 +191,16 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// lockedWriter serialises writes from the run and its sampler goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
