@@ -436,7 +436,15 @@ cmd_test() {
 	trap 'on_test_signal INT 130' INT
 	trap 'on_test_signal TERM 143' TERM
 
-	cmd_up >/dev/null
+	# A port found free can be taken before Kafka binds it (other brokers on
+	# a shared machine, sockets of a broker that just stopped): try again,
+	# on fresh ports, before giving up.
+	local try
+	for try in 1 2 3; do
+		if (cmd_up >/dev/null); then break; fi
+		[ "$try" -lt 3 ] || exit 1
+		log "starting the test services failed (attempt $try); retrying"
+	done
 	# shellcheck disable=SC1091
 	source "$STATE/env"
 	export LANEWAY_TEST_KAFKA_BROKERS LANEWAY_TEST_REDIS_URL
