@@ -316,7 +316,11 @@ func (op *ownedPartition) refill(pl *parkedLane) {
 		}
 	}
 	if len(res.records) == 0 && res.highWatermark > pl.cursor {
-		pl.cursor = res.highWatermark // nothing readable between (aborted or removed records)
+		// Nobody writes the parked topic transactionally and it is not
+		// compacted, so this should not happen; skipping ahead could lose
+		// deliveries, so the read is retried instead.
+		op.s.cfg.Logger.Warn("parked read returned nothing below the high watermark; will retry",
+			"partition", op.id, "endpoint", pl.id, "cursor", pl.cursor, "high_watermark", res.highWatermark)
 	}
 	op.s.cfg.Logger.Debug("parked refill", "endpoint", pl.id, "from", cursor, "read", len(res.records),
 		"cursor", pl.cursor, "last", pl.last, "in_lane", pl.inLane, "pending", ls.lane.Pending(), "in_flight", ls.lane.InFlight())
