@@ -65,13 +65,8 @@ func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
 }
 
 func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
 	var req createRequest
-	if err := decodeStrict(body, &req); err != nil {
-		writeInvalid(w, err)
+	if !s.readStrict(w, r, &req) {
 		return
 	}
 	e := req.endpoint("ep_"+s.newID(), s.now().UTC())
@@ -187,13 +182,8 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 }
 
 func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
 	var p patchRequest
-	if err := decodeStrict(body, &p); err != nil {
-		writeInvalid(w, err)
+	if !s.readStrict(w, r, &p) {
 		return
 	}
 	s.writeMu.Lock()

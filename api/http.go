@@ -76,6 +76,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return body, true
 }
 
+// readStrict reads the body and decodes it strictly into v, answering the
+// request itself and returning false when either fails.
+func (s *Server) readStrict(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return false
+	}
+	if err := decodeStrict(body, v); err != nil {
+		writeInvalid(w, err)
+		return false
+	}
+	return true
+}
+
 // isJSON accepts a missing Content-Type (curl -d aside, most clients that
 // omit it send JSON) and any JSON media type, including merge-patch+json.
 func isJSON(contentType string) bool {
