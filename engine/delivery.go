@@ -17,6 +17,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/kread"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -150,7 +151,8 @@ type DeliveryStage struct {
 	cfg          DeliveryConfig
 	client       *kgo.Client
 	admin        *kadm.Client
-	parkedReader *offsetReader
+	parkedReader *kread.Reader
+	readerClient *kgo.Client // the parked reader's and admin's own client
 
 	mu    sync.Mutex // guards parts
 	parts map[int32]*ownedPartition
@@ -180,8 +182,9 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parked reader client: %w", err)
 	}
+	s.readerClient = readerClient
 	s.admin = kadm.NewClient(readerClient)
-	s.parkedReader = newOffsetReader(readerClient, cfg.Topics.Parked)
+	s.parkedReader = kread.NewReader(readerClient, cfg.Topics.Parked)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -245,7 +248,7 @@ func (s *DeliveryStage) Stop() {
 	s.cancelAttempt()
 	s.background.Wait()
 	s.client.Close()
-	s.parkedReader.client.Close()
+	s.readerClient.Close()
 }
 
 // Ping checks that the brokers answer.

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/kread"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -289,24 +290,24 @@ func (op *ownedPartition) refill(pl *parkedLane) {
 	op.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := op.s.parkedReader.read(ctx, op.id, cursor, parkedFetchBytes)
+	res, err := op.s.parkedReader.Read(ctx, op.id, cursor, parkedFetchBytes)
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if op.stopped || op.parked[pl.id] != pl || pl.cursor != cursor {
 		return // revoked, unparked or rewound while we read
 	}
 	switch {
-	case errors.Is(err, errOffsetOutOfRange):
+	case errors.Is(err, kread.ErrOffsetOutOfRange):
 		op.s.cfg.Logger.Error("parked records expired before delivery (retention)", "partition", op.id,
-			"endpoint", pl.id, "from", cursor, "to", res.logStartOffset)
-		pl.cursor = max(pl.cursor, res.logStartOffset)
+			"endpoint", pl.id, "from", cursor, "to", res.LogStartOffset)
+		pl.cursor = max(pl.cursor, res.LogStartOffset)
 		return
 	case err != nil:
 		op.s.cfg.Logger.Warn("reading parked records failed; will retry", "partition", op.id, "err", err)
 		return
 	}
 	ls := op.laneLocked(pl.id, op.maxConcurrencyOf(pl.id))
-	for _, r := range res.records {
+	for _, r := range res.Records {
 		if pl.inLane >= op.s.cfg.ParkedWindow {
 			break
 		}
@@ -315,14 +316,14 @@ func (op *ownedPartition) refill(pl *parkedLane) {
 			op.loadLocked(pl, ls, r)
 		}
 	}
-	if len(res.records) == 0 && res.highWatermark > pl.cursor {
+	if len(res.Records) == 0 && res.HighWatermark > pl.cursor {
 		// Nobody writes the parked topic transactionally and it is not
 		// compacted, so this should not happen; skipping ahead could lose
 		// deliveries, so the read is retried instead.
 		op.s.cfg.Logger.Warn("parked read returned nothing below the high watermark; will retry",
-			"partition", op.id, "endpoint", pl.id, "cursor", pl.cursor, "high_watermark", res.highWatermark)
+			"partition", op.id, "endpoint", pl.id, "cursor", pl.cursor, "high_watermark", res.HighWatermark)
 	}
-	op.s.cfg.Logger.Debug("parked refill", "endpoint", pl.id, "from", cursor, "read", len(res.records),
+	op.s.cfg.Logger.Debug("parked refill", "endpoint", pl.id, "from", cursor, "read", len(res.Records),
 		"cursor", pl.cursor, "last", pl.last, "in_lane", pl.inLane, "pending", ls.lane.Pending(), "in_flight", ls.lane.InFlight())
 	op.pumpLocked(ls, op.s.cfg.Now())
 	if pl.drained() {
@@ -398,22 +399,22 @@ func (op *ownedPartition) parkedCommitOffset() int64 {
 func (op *ownedPartition) discoverParked(ctx context.Context, start, deliveriesCommitted int64) error {
 	op.parkedEnd, op.lastParkedCommit = start, start
 	for cursor := start; ; {
-		res, err := op.s.parkedReader.read(ctx, op.id, cursor, 4*parkedFetchBytes)
-		if errors.Is(err, errOffsetOutOfRange) {
-			cursor = res.logStartOffset
+		res, err := op.s.parkedReader.Read(ctx, op.id, cursor, 4*parkedFetchBytes)
+		if errors.Is(err, kread.ErrOffsetOutOfRange) {
+			cursor = res.LogStartOffset
 			op.lastParkedCommit = -1
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		for _, r := range res.records {
+		for _, r := range res.Records {
 			op.noteDiscovered(r, deliveriesCommitted)
 			cursor = r.Offset + 1
 		}
 		op.parkedEnd = max(op.parkedEnd, cursor)
-		if len(res.records) == 0 || cursor >= res.highWatermark {
-			op.parkedEnd = max(op.parkedEnd, res.highWatermark)
+		if len(res.Records) == 0 || cursor >= res.HighWatermark {
+			op.parkedEnd = max(op.parkedEnd, res.HighWatermark)
 			return nil
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package kread
 
 import (
 	"context"
@@ -39,22 +39,22 @@ func TestOffsetReaderReadsFromAnyOffset(t *testing.T) {
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			r := newOffsetReader(cl, topic)
+			r := NewReader(cl, topic)
 			for _, from := range []int64{0, 137, 499} {
-				res, err := r.read(ctx, 1, from, 1<<20)
+				res, err := r.Read(ctx, 1, from, 1<<20)
 				if err != nil {
 					t.Fatalf("read from %d: %v", from, err)
 				}
-				if len(res.records) == 0 || res.records[0].Offset != from || string(res.records[0].Value) != fmt.Sprint(from) {
-					t.Fatalf("read from %d returned %d records, first %+v", from, len(res.records), res.records)
+				if len(res.Records) == 0 || res.Records[0].Offset != from || string(res.Records[0].Value) != fmt.Sprint(from) {
+					t.Fatalf("read from %d returned %d records, first %+v", from, len(res.Records), res.Records)
 				}
-				if res.highWatermark != 500 {
-					t.Errorf("high watermark %d, want 500", res.highWatermark)
+				if res.HighWatermark != 500 {
+					t.Errorf("high watermark %d, want 500", res.HighWatermark)
 				}
 			}
-			res, err := r.read(ctx, 1, 500, 1<<20)
-			if err != nil || len(res.records) != 0 {
-				t.Errorf("read at the end: %d records, %v", len(res.records), err)
+			res, err := r.Read(ctx, 1, 500, 1<<20)
+			if err != nil || len(res.Records) != 0 {
+				t.Errorf("read at the end: %d records, %v", len(res.Records), err)
 			}
 		})
 	}
