@@ -59,6 +59,10 @@ type Result struct {
 	// the last stable offset for a ReadCommitted reader.
 	HighWatermark  int64
 	LogStartOffset int64
+	// Next is the offset to read from next: one past the last record or
+	// transaction marker this fetch covered (aborted records and markers
+	// are not in Records but still move it on).
+	Next int64
 }
 
 // ErrOffsetOutOfRange means offset is below the log start (retention) or
@@ -106,14 +110,17 @@ func (r *Reader) parse(resp *kmsg.FetchResponse, p int32, offset int64) (Result,
 			if rp.Partition != p {
 				continue
 			}
-			opts := kgo.ProcessFetchPartitionOpts{Offset: offset, Topic: r.topic, Partition: p}
+			opts := kgo.ProcessFetchPartitionOpts{Offset: offset, Topic: r.topic, Partition: p, KeepControlRecords: true}
 			end := rp.HighWatermark
 			if r.readCommitted {
 				opts.IsolationLevel = kgo.ReadCommitted()
 				end = rp.LastStableOffset
 			}
 			fp, _ := kgo.ProcessFetchPartition(opts, rp, r.decompressor, nil)
-			res := Result{Records: fp.Records, HighWatermark: end, LogStartOffset: fp.LogStartOffset}
+			res := Result{Records: dataRecords(fp.Records), HighWatermark: end, LogStartOffset: fp.LogStartOffset, Next: offset}
+			if n := len(fp.Records); n > 0 {
+				res.Next = fp.Records[n-1].Offset + 1
+			}
 			switch {
 			case errors.Is(fp.Err, kerr.OffsetOutOfRange):
 				return res, ErrOffsetOutOfRange
@@ -163,4 +170,15 @@ func (r *Reader) forgetRoutes() {
 	r.mu.Lock()
 	r.leaders = nil
 	r.mu.Unlock()
+}
+
+// dataRecords drops transaction markers, in place.
+func dataRecords(recs []*kgo.Record) []*kgo.Record {
+	out := recs[:0]
+	for _, r := range recs {
+		if !r.Attrs.IsControl() {
+			out = append(out, r)
+		}
+	}
+	return out
 }
