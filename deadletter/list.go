@@ -1,0 +1,192 @@
+// Package deadletter searches the dead-letter topic and redrives dead
+// deliveries back onto the deliveries topic.
+//
+// Dead letters are keyed by endpoint id, so one endpoint's letters sit in one
+// partition, in the order they died; a search for one endpoint reads only that
+// partition, from the offset Kafka finds for the start of the time range.
+// Redrive runs as a background job whose progress lives in Redis; it writes
+// an endpoint's letters back in the order they died, which keeps each
+// entity's order.
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/logscan"
+)
+
+// Letter is a dead letter and where it sits on the dead topic.
+type Letter struct {
+	event.DeadLetter
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// Filter selects dead letters. Zero fields match everything.
+type Filter struct {
+	EndpointID   string
+	Reason       string
+	Since, Until time.Time
+	// IDs, when set, matches only these dead-letter ids.
+	IDs map[string]bool
+}
+
+// Page is one page of a search.
+type Page struct {
+	Letters []Letter `json:"data"`
+	Next    string   `json:"next_cursor"`
+	Scanned int      `json:"scanned"`
+}
+
+// Finder searches the dead topic. It is safe for concurrent use.
+type Finder struct {
+	topic   string
+	scanner *logscan.Scanner
+	admin   *kadm.Client
+
+	mu         sync.Mutex
+	partitions int // partition count of the topic, once known
+}
+
+// NewFinder searches topic through client, which should be the finder's
+// own (see kread.NewReader). Dead letters of invalid events are written in
+// the fan-out's transactions, so only committed records are read.
+func NewFinder(client *kgo.Client, topic string) *Finder {
+	admin := kadm.NewClient(client)
+	return &Finder{
+		topic: topic, admin: admin,
+		scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), admin),
+	}
+}
+
+// Scanned counts the records examined by every search so far.
+func (f *Finder) Scanned() int64 { return f.scanner.Scanned() }
+
+// Find returns one page of dead letters matching filter, continuing from
+// cursor when it is not empty.
+func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit int) (Page, error) {
+	q := logscan.Query{Since: filter.Since, Until: filter.Until, Cursor: cursor, Limit: limit}
+	parts, err := f.partitionsFor(ctx, filter)
+	if err != nil {
+		return Page{}, err
+	}
+	q.Partitions = parts
+	q.Match = func(r *kgo.Record) bool {
+		l, ok := decode(r)
+		return ok && filter.matches(l)
+	}
+	page, err := f.scanner.Scan(ctx, q)
+	if err != nil {
+		return Page{}, err
+	}
+	letters := make([]Letter, 0, len(page.Records))
+	for _, r := range page.Records {
+		l, _ := decode(r) // matched, so it decodes
+		letters = append(letters, l)
+	}
+	return Page{Letters: letters, Next: page.Next, Scanned: page.Scanned}, nil
+}
+
+func decode(r *kgo.Record) (Letter, bool) {
+	var l Letter
+	if err := json.Unmarshal(r.Value, &l.DeadLetter); err != nil {
+		return l, false // not a dead letter: nothing a search can show
+	}
+	l.Partition, l.Offset = r.Partition, r.Offset
+	return l, true
+}
+
+func (f Filter) matches(l Letter) bool {
+	switch {
+	case f.EndpointID != "" && l.EndpointID != f.EndpointID:
+		return false
+	case f.Reason != "" && l.Reason != f.Reason:
+		return false
+	case f.IDs != nil && !f.IDs[l.ID]:
+		return false
+	}
+	return true
+}
+
+// partitionsFor narrows the search to the partitions the filter's
+// endpoints hash to; nil means all.
+func (f *Finder) partitionsFor(ctx context.Context, filter Filter) ([]int32, error) {
+	var keys []string
+	switch {
+	case filter.EndpointID != "":
+		keys = []string{filter.EndpointID}
+	case filter.IDs != nil:
+		for id := range filter.IDs {
+			ep, ok := EndpointOf(id)
+			if !ok {
+				return nil, nil // an id we cannot place: search everywhere
+			}
+			keys = append(keys, ep)
+		}
+	default:
+		return nil, nil
+	}
+	n, err := f.partitionCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return PartitionsOf(keys, n), nil
+}
+
+// EndpointOf returns the endpoint part of a dead-letter id
+// ("<event id>:<endpoint id>").
+func EndpointOf(id string) (string, bool) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 || i == len(id)-1 {
+		return "", false
+	}
+	return id[i+1:], true
+}
+
+// PartitionsOf returns the distinct partitions keys hash to under the
+// producer's default partitioner (Kafka's murmur2), which is how dead
+// letters are written.
+func PartitionsOf(keys []string, partitions int) []int32 {
+	byKey := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	seen := map[int32]bool{}
+	out := []int32{}
+	for _, k := range keys {
+		p := int32(byKey.Partition(&kgo.Record{Key: []byte(k)}, partitions))
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (f *Finder) partitionCount(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	n := f.partitions
+	f.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	details, err := f.admin.ListTopics(ctx, f.topic)
+	if err != nil {
+		return 0, fmt.Errorf("metadata of %s: %w", f.topic, err)
+	}
+	td, ok := details[f.topic]
+	if !ok || td.Err != nil {
+		return 0, fmt.Errorf("metadata of %s: %v", f.topic, td.Err)
+	}
+	f.mu.Lock()
+	f.partitions = len(td.Partitions)
+	f.mu.Unlock()
+	return len(td.Partitions), nil
+}
