@@ -60,6 +60,9 @@ type DeliveryConfig struct {
 	// DisableAfter disables an endpoint that has failed without a single
 	// success for this long (needs Breakers). Default 120h (5 days).
 	DisableAfter time.Duration
+	// Notifier is told about every endpoint this stage disables (410 Gone,
+	// or DisableAfter). Nil: the disable is only logged.
+	Notifier Notifier
 	// Retry is the retry and dead-letter policy. Zero fields take the delivery contract's defaults.
 	Retry deliver.RetryPolicy
 	// CommitInterval is how often watermarks are committed. Default 1s.
@@ -142,6 +145,11 @@ func setDur(d *time.Duration, def time.Duration) {
 	if *d <= 0 {
 		*d = def
 	}
+}
+
+// Notifier tells the operators about endpoints disabled by the engine.
+type Notifier interface {
+	EndpointDisabled(ep endpoint.Endpoint, reason string)
 }
 
 // DeliveryStage is the second stage: it owns partitions of the deliveries

@@ -152,9 +152,12 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now tim
 	}
 	d := dec.d
 	ep, ok := op.s.cfg.Endpoints.Get(d.EndpointID)
-	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable {
+	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable && !op.holdsWorkLocked(d.EndpointID) {
 		return deadWrite{deadLetterOf(d, reason, detail, now), finish}, false
 	}
+	// An undeliverable endpoint that still holds work takes the lane's
+	// path below: its earlier deliveries die first, so the dead topic keeps
+	// each entity's order for redrive.
 	if pl, ok := op.parked[d.EndpointID]; ok {
 		op.enqueueAppendLocked(pl, d, offset)
 		return deadWrite{}, true
@@ -174,6 +177,14 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now tim
 	}
 	op.pumpLocked(ls, now)
 	return deadWrite{}, true
+}
+
+// holdsWorkLocked reports whether the endpoint has a lane or a parked
+// backlog in this partition.
+func (op *ownedPartition) holdsWorkLocked(id string) bool {
+	_, laned := op.lanes[id]
+	_, parked := op.parked[id]
+	return laned || parked
 }
 
 // undeliverableReason says why deliveries to ep must end as dead letters.
@@ -261,11 +272,20 @@ func (op *ownedPartition) pumpLocked(ls *laneState, now time.Time) {
 	if op.stopped {
 		return
 	}
-	if ep, ok := op.s.cfg.Endpoints.Get(ls.id); ok && ep.Paused {
+	ep, ok := op.s.cfg.Endpoints.Get(ls.id)
+	deliverable := ok && ep.Status == endpoint.StatusActive
+	if deliverable && ep.Paused {
 		return // a paused endpoint starts nothing; maintain pumps it again on resume
 	}
-	for ls.lane.Pending() > 0 && op.breakerAllowsLocked(ls, now) {
-		t := ls.lane.Next(now)
+	due := now
+	if !deliverable {
+		// Disabled or deleted: every task, retry delays and breaker
+		// notwithstanding, goes straight to its dead letter (attempt sends
+		// nothing), one per entity at a time so the dead topic keeps order.
+		due = farFuture
+	}
+	for ls.lane.Pending() > 0 && (!deliverable || op.breakerAllowsLocked(ls, now)) {
+		t := ls.lane.Next(due)
 		if t == nil {
 			break
 		}
@@ -515,7 +535,9 @@ func (op *ownedPartition) writeDeadLetter(dw deadWrite) {
 		op.s.cfg.Logger.Error("cannot encode dead letter", "err", err)
 		return
 	}
-	rec := &kgo.Record{Topic: op.s.cfg.Topics.Dead, Key: []byte(dw.letter.EndpointID), Value: value}
+	// Stamped with the death time, so that searching the dead topic by
+	// time (offsets by timestamp) matches dead_at.
+	rec := &kgo.Record{Topic: op.s.cfg.Topics.Dead, Key: []byte(dw.letter.EndpointID), Value: value, Timestamp: dw.letter.DeadAt}
 	op.s.background.Add(1)
 	op.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 		defer op.s.background.Done()
@@ -552,8 +574,14 @@ func (op *ownedPartition) disable(ls *laneState, ep endpoint.Endpoint, why strin
 			return
 		}
 		op.s.cfg.Logger.Warn("endpoint disabled", "endpoint", ep.ID, "tenant", ep.Tenant, "reason", why)
+		if n := op.s.cfg.Notifier; n != nil {
+			n.EndpointDisabled(ep, why)
+		}
 	}()
 }
+
+// farFuture makes every retry delay due.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // wake restarts lanes whose retry delay has passed.
 func (op *ownedPartition) wake(now time.Time) {
@@ -583,7 +611,10 @@ func (op *ownedPartition) maintain(now time.Time) {
 	defer op.mu.Unlock()
 	for _, ls := range op.lanes {
 		ep, ok := op.s.cfg.Endpoints.Get(ls.id)
-		if !ok {
+		if !ok || ep.Status != endpoint.StatusActive {
+			if ls.lane.Pending() > 0 {
+				op.pumpLocked(ls, now) // dead-letters the lane's backlog
+			}
 			continue
 		}
 		ls.lane.SetMaxConcurrency(ep.MaxConcurrency)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
 	"github.com/laneway/laneway/partition"
@@ -270,8 +271,8 @@ func (op *ownedPartition) lanesToRefill() []*parkedLane {
 			return nil
 		}
 		ep, _ := op.s.cfg.Endpoints.Get(pl.id)
-		if ep.Paused {
-			continue // paused: the backlog waits in Kafka
+		if ep.Paused && ep.Status == endpoint.StatusActive {
+			continue // paused: the backlog waits in Kafka (a disabled one drains to dead letters)
 		}
 		if pl.inLane <= op.s.cfg.ParkedWindow/2 && pl.cursor <= pl.last {
 			out = append(out, pl)
