@@ -1,6 +1,7 @@
-// Package api is Laneway's HTTP API: endpoint management under /v1/endpoints,
-// event ingest at POST /v1/events, and the unauthenticated probes /healthz,
-// /readyz and /metrics.
+// Package api is Laneway's HTTP API: endpoint management under /v1/endpoints
+// (pause, resume, secret rotation and reveal included), event ingest at
+// POST /v1/events, dead-letter search and redrive under /v1/dead and
+// /v1/redrives, and the unauthenticated probes /healthz, /readyz and /metrics.
 //
 // The package holds no state of its own. Endpoint config lives behind an
 // EndpointStore (the compacted laneway.endpoints topic), accepted events go to
@@ -50,6 +51,7 @@ type Publisher interface {
 // Defaults for Config fields left at their zero value.
 const (
 	DefaultIdempotencyTTL = 24 * time.Hour
+	DefaultSecretOverlap  = 24 * time.Hour
 	// DefaultMaxBodyBytes leaves slack above the envelope limit so that an
 	// event slightly too large is read whole and refused with the precise
 	// reason from event.ParseEnvelope rather than a generic 413.
@@ -95,6 +97,17 @@ type Config struct {
 	// Now is the clock for timestamps. Default: time.Now.
 	Now func() time.Time
 
+	// DeadLetters serves GET /v1/dead. Default: nil, the route answers 501.
+	DeadLetters DeadLetterFinder
+
+	// Redrives serves POST /v1/dead/redrive and GET /v1/redrives/{id}.
+	// Default: nil, the routes answer 501.
+	Redrives Redriver
+
+	// SecretOverlap is how long rotated-out secrets stay valid by default.
+	// Default: DefaultSecretOverlap (24h).
+	SecretOverlap time.Duration
+
 	// NewID returns the random part of new endpoint ids ("ep_" + NewID()).
 	// Default: uuid.NewString.
 	NewID func() string
@@ -114,6 +127,10 @@ type Server struct {
 	now       func() time.Time
 	newID     func() string
 	handler   http.Handler
+
+	dead          DeadLetterFinder
+	redrives      Redriver
+	secretOverlap time.Duration
 
 	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
 	// in this process, so that two concurrent PATCHes do not lose one
@@ -141,6 +158,10 @@ func New(cfg Config) (*Server, error) {
 		logger:    cfg.Logger,
 		now:       cfg.Now,
 		newID:     cfg.NewID,
+
+		dead:          cfg.DeadLetters,
+		redrives:      cfg.Redrives,
+		secretOverlap: cfg.SecretOverlap,
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
@@ -156,6 +177,8 @@ func (c *Config) validate() error {
 		return errors.New("api: Config.Publisher is required")
 	case c.IdempotencyTTL < 0:
 		return errors.New("api: Config.IdempotencyTTL must not be negative")
+	case c.SecretOverlap < 0 || c.SecretOverlap > MaxSecretOverlap:
+		return errors.New("api: Config.SecretOverlap must be between 0 and 30 days")
 	case c.MaxBodyBytes < 0:
 		return errors.New("api: Config.MaxBodyBytes must not be negative")
 	}
@@ -181,6 +204,9 @@ func (c *Config) setDefaults() {
 	if c.NewID == nil {
 		c.NewID = uuid.NewString
 	}
+	if c.SecretOverlap == 0 {
+		c.SecretOverlap = DefaultSecretOverlap
+	}
 }
 
 // Handler returns the http.Handler serving every route.
@@ -204,7 +230,12 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	v1("DELETE /v1/endpoints/{id}", s.deleteEndpoint)
 	v1("POST /v1/endpoints/{id}/pause", s.setPaused(true))
 	v1("POST /v1/endpoints/{id}/resume", s.setPaused(false))
+	v1("POST /v1/endpoints/{id}/secret/rotate", s.rotateSecret)
+	v1("GET /v1/endpoints/{id}/secret", s.revealSecret)
 	v1("POST /v1/events", s.ingestEvent)
+	v1("GET /v1/dead", s.listDead)
+	v1("POST /v1/dead/redrive", s.redrive)
+	v1("GET /v1/redrives/{id}", s.getRedrive)
 	return jsonMisses(mux)
 }
 

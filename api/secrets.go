@@ -1,0 +1,117 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/laneway/laneway/endpoint"
+)
+
+// MaxSecretOverlap bounds how long a rotated-out secret may stay valid.
+const MaxSecretOverlap = 30 * 24 * time.Hour
+
+// rotateRequest is the optional body of POST /v1/endpoints/{id}/secret/rotate.
+type rotateRequest struct {
+	// Secret is the new secret; empty generates one.
+	Secret string `json:"secret"`
+	// OverlapSeconds is how long the current secrets stay valid; absent
+	// takes the server's default (24 h), 0 retires them at once.
+	OverlapSeconds *int64 `json:"overlap_seconds"`
+}
+
+type secretJSON struct {
+	Value     string     `json:"secret"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+type secretsJSON struct {
+	EndpointID string       `json:"endpoint_id"`
+	Secrets    []secretJSON `json:"secrets"`
+}
+
+func toSecretsJSON(e endpoint.Endpoint, now time.Time) secretsJSON {
+	out := secretsJSON{EndpointID: e.ID, Secrets: []secretJSON{}}
+	for _, sec := range e.Secrets {
+		if !sec.ExpiresAt.IsZero() && !now.Before(sec.ExpiresAt) {
+			continue
+		}
+		js := secretJSON{Value: sec.Value}
+		if !sec.ExpiresAt.IsZero() {
+			at := sec.ExpiresAt
+			js.ExpiresAt = &at
+		}
+		out.Secrets = append(out.Secrets, js)
+	}
+	return out
+}
+
+// rotateSecret puts a new secret first and keeps the current ones valid for
+// the overlap, during which deliveries carry a signature for each, so
+// receivers can switch at their own pace. It answers with the valid
+// secrets, newest first: the one response besides creation and the reveal
+// route that shows them.
+func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
+	var req rotateRequest
+	if r.ContentLength != 0 && !s.readStrict(w, r, &req) {
+		return
+	}
+	overlap := s.secretOverlap
+	if req.OverlapSeconds != nil {
+		overlap = time.Duration(*req.OverlapSeconds) * time.Second
+		if *req.OverlapSeconds < 0 || overlap > MaxSecretOverlap {
+			writeInvalid(w, &endpoint.ValidationError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"})
+			return
+		}
+	}
+	if req.Secret == "" {
+		req.Secret = endpoint.NewSecret()
+	} else if err := endpoint.ValidateSecret(req.Secret); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	e, ok := s.endpoints.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "endpoint not found")
+		return
+	}
+	now := s.now().UTC()
+	e.Secrets = rotated(e.Secrets, req.Secret, now, overlap)
+	e.UpdatedAt = now
+	if s.put(w, r, e) {
+		writeJSON(w, http.StatusOK, toSecretsJSON(e, now))
+	}
+}
+
+// rotated returns the new secret followed by the still-valid old ones, each
+// expiring at the end of the overlap at the latest.
+func rotated(old []endpoint.Secret, secret string, now time.Time, overlap time.Duration) []endpoint.Secret {
+	out := []endpoint.Secret{{Value: secret}}
+	until := now.Add(overlap)
+	for _, sec := range old {
+		if sec.Value == secret || (!sec.ExpiresAt.IsZero() && !now.Before(sec.ExpiresAt)) {
+			continue
+		}
+		if overlap == 0 {
+			continue
+		}
+		if sec.ExpiresAt.IsZero() || sec.ExpiresAt.After(until) {
+			sec.ExpiresAt = until
+		}
+		out = append(out, sec)
+	}
+	return out
+}
+
+// revealSecret answers GET /v1/endpoints/{id}/secret: the explicit route for
+// reading secrets after creation (GET /v1/endpoints never shows them).
+func (s *Server) revealSecret(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.endpoints.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "endpoint not found")
+		return
+	}
+	s.logger.InfoContext(r.Context(), "api: endpoint secret revealed", "endpoint_id", e.ID)
+	writeJSON(w, http.StatusOK, toSecretsJSON(e, s.now()))
+}
