@@ -25,11 +25,13 @@ import (
 
 	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/embedded"
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/notify"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -78,6 +80,14 @@ type Config struct {
 	ParkAfter time.Duration
 	// LaneBuffer parks a lane holding more unstarted deliveries. Default 10000.
 	LaneBuffer int
+	// OperatorWebhookURL is told (a signed POST) about every endpoint the
+	// engine disables. Empty: disables are only logged.
+	OperatorWebhookURL string
+	// OperatorWebhookSecret (whsec_...) signs the operator webhook.
+	OperatorWebhookSecret string
+	// SecretOverlap is how long a rotated-out endpoint secret stays valid
+	// unless the rotation says otherwise. Default 24h.
+	SecretOverlap time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -95,6 +105,9 @@ type App struct {
 	producer *kgo.Client
 	store    *endpoint.Store
 	breakers *breaker.Cache
+	notifier *notify.Notifier
+	redriver *deadletter.Redriver
+	dead     *deadletter.Finder
 	fanout   *engine.Fanout
 	delivery *engine.DeliveryStage
 	http     *http.Server
@@ -275,6 +288,9 @@ func (a *App) startStages(context.Context) error {
 	if err := a.startBreakers(); err != nil {
 		return err
 	}
+	if err := a.startNotifier(); err != nil {
+		return err
+	}
 	metrics := engine.NewMetrics(a.registry)
 	fanout, err := engine.NewFanout(engine.FanoutConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
@@ -293,7 +309,7 @@ func (a *App) startStages(context.Context) error {
 	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
-		Endpoints: a.store, Sender: sender, Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter,
+		Endpoints: a.store, Sender: sender, Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		Metrics: metrics, Logger: a.log,
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
@@ -334,6 +350,46 @@ func (a *App) startBreakers() error {
 	return nil
 }
 
+// startNotifier runs the operator notifications; it stops after the
+// delivery stage, which may still disable endpoints while it drains.
+func (a *App) startNotifier() error {
+	n, err := notify.New(notify.Config{
+		URL: a.cfg.OperatorWebhookURL, Secret: a.cfg.OperatorWebhookSecret, InstanceID: a.cfg.InstanceID, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	a.notifier = n
+	n.Start()
+	a.onStop(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Stop(ctx)
+	})
+	return nil
+}
+
+// startDeadLetters prepares dead-letter search and redrive; the redriver
+// stops (saving its jobs' progress) before the producer closes.
+func (a *App) startDeadLetters(producer *kgo.Client) error {
+	reader, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("dead-search")...)...)
+	if err != nil {
+		return err
+	}
+	a.onStop(reader.Close)
+	a.dead = deadletter.NewFinder(reader, a.cfg.Topics.Dead)
+	r, err := deadletter.NewRedriver(deadletter.Config{
+		Finder: a.dead, Producer: producer, DeliveriesTopic: a.cfg.Topics.Deliveries, Endpoints: a.store,
+		Redis: a.rdb, MarkerTTL: a.cfg.Topics.DeadRetention, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	a.redriver = r
+	a.onStop(r.Stop)
+	return nil
+}
+
 func (a *App) startHTTP(context.Context) error {
 	producer, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
@@ -344,9 +400,13 @@ func (a *App) startHTTP(context.Context) error {
 	}
 	a.producer = producer
 	a.onStop(producer.Close)
+	if err := a.startDeadLetters(producer); err != nil {
+		return err
+	}
 	srv, err := api.New(api.Config{
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
+		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
 	if err != nil {

@@ -117,6 +117,16 @@ func (c *Cache) Update(endpointID string, fn func(Breaker) Breaker) Breaker {
 	return next
 }
 
+// Reset closes the breaker of endpointID and forgets its failures, in
+// Redis too (at the next Flush), even when it was not loaded: an endpoint
+// that was disabled starts afresh when re-enabled, instead of being
+// disabled again by its first failure.
+func (c *Cache) Reset(endpointID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries[endpointID] = entry{dirty: true}
+}
+
 // Allow applies Allow to the breaker of endpointID and keeps the result.
 func (c *Cache) Allow(endpointID string, now time.Time, maxConcurrency, inFlight int) Decision {
 	var d Decision

@@ -445,3 +445,30 @@ func ExampleCache() {
 	fmt.Println(cache.Get("ep_1").State, d.Allowed, d.Wait)
 	// Output: open false 4m0s
 }
+
+// TestCacheResetClearsRedisEvenWhenNotLoaded checks that Reset wipes a
+// disabled endpoint's record in Redis, loaded or not, so that a later owner
+// warming it finds a closed breaker.
+func TestCacheResetClearsRedisEvenWhenNotLoaded(t *testing.T) {
+	eachRedis(t, func(t *testing.T, be backend) {
+		ctx := context.Background()
+		s := be.store(t)
+		c1 := newCache(t, s, CacheConfig{})
+		openIn(t, c1, "ep_1")
+		if err := c1.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c2 := newCache(t, s, CacheConfig{}) // never loaded ep_1
+		c2.Reset("ep_1")
+		if err := c2.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c3 := newCache(t, s, CacheConfig{})
+		if err := c3.Warm(ctx, []string{"ep_1"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := c3.Get("ep_1"); got != (Breaker{}) {
+			t.Fatalf("after Reset the next owner sees %+v, want a closed breaker", got)
+		}
+	})
+}

@@ -36,6 +36,7 @@ type Breakers interface {
 	Warm(ctx context.Context, ids []string) error
 	Flush(ctx context.Context) error
 	Forget(ids ...string)
+	Reset(endpointID string)
 }
 
 // Sender makes one HTTP delivery attempt.

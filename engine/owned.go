@@ -612,6 +612,9 @@ func (op *ownedPartition) maintain(now time.Time) {
 	for _, ls := range op.lanes {
 		ep, ok := op.s.cfg.Endpoints.Get(ls.id)
 		if !ok || ep.Status != endpoint.StatusActive {
+			if b := op.s.cfg.Breakers; b != nil && b.Get(ls.id) != (breaker.Breaker{}) {
+				b.Reset(ls.id) // re-enabled, it starts with a clean record
+			}
 			if ls.lane.Pending() > 0 {
 				op.pumpLocked(ls, now) // dead-letters the lane's backlog
 			}

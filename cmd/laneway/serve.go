@@ -45,6 +45,9 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 45*time.Second, "how long a silent instance keeps its partitions (consumer group session timeout)")
 	fs.DurationVar(&cfg.ParkAfter, "park-after", 30*time.Second, "park a lane whose oldest pending delivery has waited this long")
 	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 10000, "park a lane holding more unstarted deliveries than this")
+	fs.StringVar(&cfg.OperatorWebhookURL, "operator-webhook-url", "", "URL told (signed POST) when Laneway disables an endpoint; empty: log only")
+	fs.StringVar(&cfg.OperatorWebhookSecret, "operator-webhook-secret", "", "whsec_ secret signing the operator webhook (required with its URL)")
+	fs.DurationVar(&cfg.SecretOverlap, "secret-overlap", 24*time.Hour, "how long a rotated-out endpoint secret stays valid by default")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logs.format, "log-format", "json", "json or text")
 	lists.partitions = partitions

@@ -1,0 +1,202 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/deadletter"
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/notify"
+)
+
+// TestDisabledEndpointIsRedrivenInOrder lets an endpoint fail past a short
+// disable threshold: the engine disables it, tells the operator webhook,
+// and moves every pending and parked delivery to dead letters with reason
+// endpoint_disabled. After the receiver recovers, the endpoint is
+// re-enabled and redriven: every event arrives, each entity in order.
+func TestDisabledEndpointIsRedrivenInOrder(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
+		operator := newOperatorReceiver(t)
+		f, a, api := scenario(t, b, func(c *app.Config) {
+			c.Breaker = breaker.Config{Threshold: 3, FirstPause: 200 * time.Millisecond, MaxPause: 400 * time.Millisecond}
+			c.Retry = deliver.RetryPolicy{Base: 20 * time.Millisecond, Min: 20 * time.Millisecond, Max: 50 * time.Millisecond,
+				MaxAttempts: 100_000, MaxAge: time.Hour}
+			c.DisableAfter = 1500 * time.Millisecond
+			c.ParkAfter = 300 * time.Millisecond // the backlog parks before the disable
+			c.OperatorWebhookURL, c.OperatorWebhookSecret = operator.url, operator.secret
+		})
+		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1), "max_concurrency": 2})
+		var healthy atomic.Bool
+		recv, _ := f.Add(1, ep.Secret, func(w http.ResponseWriter, _ *http.Request, _ int) {
+			if !healthy.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		const n, entities = 300, 10
+		var values [][]byte
+		for i := range n {
+			values = append(values, envelope(fmt.Sprintf("d-%d", i), "acme", fmt.Sprintf("order:%d", i%entities), int64(i/entities+1)))
+		}
+		publishTo(t, a.Brokers(), a.Topics().Events, values)
+
+		waitForEndpointStatus(t, a, ep.ID, endpoint.StatusDisabled)
+		note := operator.await(t)
+		if note.EndpointID != ep.ID || note.Tenant != "acme" {
+			t.Fatalf("operator notification %+v", note)
+		}
+		dead := waitDeadLetters(t, api, ep.ID, n)
+		for _, l := range dead {
+			if l.Reason != event.ReasonEndpointDisabled {
+				t.Fatalf("dead letter %s has reason %q, want %s", l.ID, l.Reason, event.ReasonEndpointDisabled)
+			}
+		}
+		if got := len(recv.Receipts()); got != 0 {
+			t.Fatalf("%d deliveries succeeded while the receiver failed", got)
+		}
+
+		// While disabled, a redrive is refused: it would only die again.
+		if code, out := api.do("POST", "/v1/dead/redrive", map[string]any{"endpoint_id": ep.ID}); code != http.StatusConflict {
+			t.Fatalf("redrive of a disabled endpoint: %d %s", code, out)
+		}
+		healthy.Store(true)
+		if code, out := api.do("PATCH", "/v1/endpoints/"+ep.ID, map[string]any{"status": "active"}); code != http.StatusOK {
+			t.Fatalf("re-enable: %d %s", code, out)
+		}
+		job := startRedrive(t, api, ep.ID)
+		done := waitRedrive(t, api, job.ID)
+		if done.Status != deadletter.StatusDone || done.Redriven != n {
+			t.Fatalf("redrive ended %+v, want %d redriven", done, n)
+		}
+		waitUntil(t, f, time.Minute, "every redriven event", func() bool { return distinctIDs(recv.Receipts()) >= n })
+		checkOrder(t, ep.ID, recv.Receipts())
+		// The same request again is the same job: nothing is sent twice.
+		if again := startRedrive(t, api, ep.ID); again.ID != job.ID {
+			t.Fatalf("repeated redrive started job %s, want %s", again.ID, job.ID)
+		}
+	})
+}
+
+type operatorReceiver struct {
+	url, secret string
+	got         chan notify.Disabled
+}
+
+// newOperatorReceiver is the operators' webhook: it verifies every
+// notification with the official Standard Webhooks library.
+func newOperatorReceiver(t *testing.T) *operatorReceiver {
+	t.Helper()
+	o := &operatorReceiver{secret: endpoint.NewSecret(), got: make(chan notify.Disabled, 10)}
+	verifier, err := standardwebhooks.NewWebhook(o.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := verifier.Verify(body, r.Header); err != nil {
+			t.Errorf("operator notification fails verification: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var msg notify.Notification
+		var d notify.Disabled
+		if json.Unmarshal(body, &msg) != nil || msg.Type != notify.TypeEndpointDisabled || json.Unmarshal(msg.Data, &d) != nil {
+			t.Errorf("unexpected operator notification %s", body)
+		}
+		o.got <- d
+	}))
+	t.Cleanup(srv.Close)
+	o.url = srv.URL
+	return o
+}
+
+func (o *operatorReceiver) await(t *testing.T) notify.Disabled {
+	t.Helper()
+	select {
+	case d := <-o.got:
+		return d
+	case <-time.After(30 * time.Second):
+		t.Fatal("no operator notification")
+		return notify.Disabled{}
+	}
+}
+
+// waitDeadLetters pages through GET /v1/dead until the endpoint has want
+// dead letters.
+func waitDeadLetters(t *testing.T, api apiClient, endpointID string, want int) []deadletter.Letter {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var all []deadletter.Letter
+		cursor := ""
+		for {
+			q := url.Values{"endpoint_id": {endpointID}, "limit": {"100"}, "cursor": {cursor}}
+			code, out := api.do("GET", "/v1/dead?"+q.Encode(), nil)
+			if code != http.StatusOK {
+				t.Fatalf("GET /v1/dead: %d %s", code, out)
+			}
+			var page deadletter.Page
+			if err := json.Unmarshal(out, &page); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, page.Letters...)
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		if len(all) >= want {
+			return all
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dead letters for %s, want %d", len(all), endpointID, want)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the API: dead letters have no change feed
+	}
+}
+
+func startRedrive(t *testing.T, api apiClient, endpointID string) deadletter.Job {
+	t.Helper()
+	code, out := api.do("POST", "/v1/dead/redrive", map[string]any{"endpoint_id": endpointID})
+	if code != http.StatusAccepted && code != http.StatusOK {
+		t.Fatalf("redrive: %d %s", code, out)
+	}
+	var job deadletter.Job
+	if err := json.Unmarshal(out, &job); err != nil || job.ID == "" {
+		t.Fatalf("redrive response %s: %v", out, err)
+	}
+	return job
+}
+
+func waitRedrive(t *testing.T, api apiClient, id string) deadletter.Job {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out := api.do("GET", "/v1/redrives/"+id, nil)
+		var job deadletter.Job
+		if code != http.StatusOK || json.Unmarshal(out, &job) != nil {
+			t.Fatalf("GET /v1/redrives/%s: %d %s", id, code, out)
+		}
+		if job.Status != deadletter.StatusRunning {
+			return job
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redrive %s still running: %+v", id, job)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the job's progress
+	}
+}
