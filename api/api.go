@@ -108,9 +108,24 @@ type Config struct {
 	// Default: DefaultSecretOverlap (24h).
 	SecretOverlap time.Duration
 
+	// Routes adds handlers of other components (the inbound front door,
+	// the console) to the API's mux, behind the same admin token unless
+	// marked Public.
+	Routes []Route
+
 	// NewID returns the random part of new endpoint ids ("ep_" + NewID()).
 	// Default: uuid.NewString.
 	NewID func() string
+}
+
+// Route is a handler another component serves through the API's listener.
+type Route struct {
+	// Pattern is a net/http ServeMux pattern, e.g. "POST /in/{source}".
+	Pattern string
+	Handler http.Handler
+	// Public routes skip the admin token: they authenticate their callers
+	// themselves (signatures) or serve only what anyone may see.
+	Public bool
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -131,6 +146,7 @@ type Server struct {
 	dead          DeadLetterFinder
 	redrives      Redriver
 	secretOverlap time.Duration
+	extra         []Route
 
 	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
 	// in this process, so that two concurrent PATCHes do not lose one
@@ -162,6 +178,7 @@ func New(cfg Config) (*Server, error) {
 		dead:          cfg.DeadLetters,
 		redrives:      cfg.Redrives,
 		secretOverlap: cfg.SecretOverlap,
+		extra:         cfg.Routes,
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
@@ -236,6 +253,13 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	v1("GET /v1/dead", s.listDead)
 	v1("POST /v1/dead/redrive", s.redrive)
 	v1("GET /v1/redrives/{id}", s.getRedrive)
+	for _, r := range s.extra {
+		if r.Public {
+			mux.Handle(r.Pattern, r.Handler)
+		} else {
+			mux.Handle(r.Pattern, s.requireToken(r.Handler))
+		}
+	}
 	return jsonMisses(mux)
 }
 

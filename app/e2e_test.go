@@ -32,7 +32,8 @@ func startApp(t *testing.T, b testenv.Backend, tweak func(*app.Config)) *app.App
 		KafkaBrokers: b.Brokers, RedisURL: b.RedisURL, HTTPAddr: "127.0.0.1:0",
 		Topics: topics.Config{
 			Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked",
-			Dead: ns + ".dead", Endpoints: ns + ".endpoints", Partitions: 4,
+			Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources",
+			Partitions: 4,
 		},
 		GroupPrefix:    ns,
 		InstanceID:     ns,

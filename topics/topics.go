@@ -25,6 +25,11 @@ type Config struct {
 	Dead string
 	// Endpoints is the compacted endpoint config topic. Default "laneway.endpoints".
 	Endpoints string
+	// Inbound holds requests captured by the inbound front door, raw.
+	// Default "laneway.inbound".
+	Inbound string
+	// Sources is the compacted inbound source config topic. Default "laneway.sources".
+	Sources string
 
 	// Partitions of events, deliveries and parked (parked must match
 	// deliveries: partition p of both belongs to one instance). Default 8.
@@ -40,6 +45,9 @@ type Config struct {
 	DeliveriesRetention time.Duration
 	// DeadRetention is how long dead letters stay redrivable. Default 30 days.
 	DeadRetention time.Duration
+	// InboundRetention is how long captured inbound requests stay
+	// replayable (and kept for forensics when rejected). Default 30 days.
+	InboundRetention time.Duration
 }
 
 // WithPrefix names every topic not yet named "<prefix>.<role>", so several
@@ -50,6 +58,8 @@ func (c Config) WithPrefix(prefix string) Config {
 	setString(&c.Parked, prefix+".parked")
 	setString(&c.Dead, prefix+".dead")
 	setString(&c.Endpoints, prefix+".endpoints")
+	setString(&c.Inbound, prefix+".inbound")
+	setString(&c.Sources, prefix+".sources")
 	return c
 }
 
@@ -65,6 +75,7 @@ func (c Config) WithDefaults() Config {
 	setDuration(&c.EventsRetention, 30*24*time.Hour)
 	setDuration(&c.DeliveriesRetention, 7*24*time.Hour)
 	setDuration(&c.DeadRetention, 30*24*time.Hour)
+	setDuration(&c.InboundRetention, 30*24*time.Hour)
 	return c
 }
 
@@ -97,8 +108,10 @@ func (c Config) specs() []spec {
 		{c.Deliveries, c.Partitions, retention(c.DeliveriesRetention)},
 		{c.Parked, c.Partitions, retention(c.DeliveriesRetention)},
 		{c.Dead, c.Partitions, retention(c.DeadRetention)},
+		{c.Inbound, c.Partitions, retention(c.InboundRetention)},
 		// One partition keeps every config change in one total order.
 		{c.Endpoints, 1, map[string]*string{"cleanup.policy": &compact}},
+		{c.Sources, 1, map[string]*string{"cleanup.policy": &compact}},
 	}
 }
 
@@ -125,7 +138,7 @@ func checkParkedMatchesDeliveries(ctx context.Context, adm *kadm.Client, c Confi
 	var details kadm.TopicDetails
 	for {
 		var err error
-		details, err = adm.ListTopics(ctx, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints)
+		details, err = adm.ListTopics(ctx, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints, c.Inbound, c.Sources)
 		if err == nil && allHavePartitions(details) {
 			break
 		}
