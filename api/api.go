@@ -108,6 +108,10 @@ type Config struct {
 	// Default: DefaultSecretOverlap (24h).
 	SecretOverlap time.Duration
 
+	// Health reads endpoint health snapshots for GET /v1/endpoints and
+	// GET /v1/health. Default: nil, endpoints are shown without health.
+	Health HealthReader
+
 	// Routes adds handlers of other components (the inbound front door,
 	// the console) to the API's mux, behind the same admin token unless
 	// marked Public.
@@ -147,6 +151,7 @@ type Server struct {
 	redrives      Redriver
 	secretOverlap time.Duration
 	extra         []Route
+	health        HealthReader
 
 	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
 	// in this process, so that two concurrent PATCHes do not lose one
@@ -179,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 		redrives:      cfg.Redrives,
 		secretOverlap: cfg.SecretOverlap,
 		extra:         cfg.Routes,
+		health:        cfg.Health,
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
@@ -250,6 +256,7 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	v1("POST /v1/endpoints/{id}/secret/rotate", s.rotateSecret)
 	v1("GET /v1/endpoints/{id}/secret", s.revealSecret)
 	v1("POST /v1/events", s.ingestEvent)
+	v1("GET /v1/health", s.platformHealth)
 	v1("GET /v1/dead", s.listDead)
 	v1("POST /v1/dead/redrive", s.redrive)
 	v1("GET /v1/redrives/{id}", s.getRedrive)

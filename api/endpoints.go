@@ -23,6 +23,8 @@ type endpointJSON struct {
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	Secret         string    `json:"secret,omitempty"`
+	// Health is the endpoint's live state, in GET responses.
+	Health *healthJSON `json:"health,omitempty"`
 }
 
 func toJSON(e endpoint.Endpoint) endpointJSON {
@@ -99,13 +101,21 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint
 	return true
 }
 
+// listEndpoints answers GET /v1/endpoints?tenant=&sort=id|oldest_pending_age&limit=,
+// each endpoint with its health; sort=oldest_pending_age puts the most
+// delayed first ("who is most behind right now").
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
-	tenant := r.URL.Query().Get("tenant")
-	data := []endpointJSON{}
-	for _, e := range s.endpoints.List() {
-		if tenant == "" || e.Tenant == tenant {
-			data = append(data, toJSON(e))
-		}
+	lq, err := parseListQuery(r)
+	if err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	data := s.withHealth(r.Context(), allEndpointsJSON(s.endpoints.List(), lq.tenant))
+	if lq.sort == "oldest_pending_age" {
+		sortByOldestPending(data)
+	}
+	if lq.limit > 0 && len(data) > lq.limit {
+		data = data[:lq.limit]
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": data})
 }
@@ -116,7 +126,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, toJSON(e))
+	writeJSON(w, http.StatusOK, s.withHealth(r.Context(), []endpointJSON{toJSON(e)})[0])
 }
 
 // optional is a PATCH field. Set tells an absent field (leave unchanged)

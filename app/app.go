@@ -31,6 +31,7 @@ import (
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/notify"
 	"github.com/laneway/laneway/topics"
 )
@@ -106,6 +107,7 @@ type App struct {
 	store    *endpoint.Store
 	breakers *breaker.Cache
 	notifier *notify.Notifier
+	health   *health.Reader
 	redriver *deadletter.Redriver
 	dead     *deadletter.Finder
 	fanout   *engine.Fanout
@@ -291,6 +293,11 @@ func (a *App) startStages(context.Context) error {
 	if err := a.startNotifier(); err != nil {
 		return err
 	}
+	healthReader, err := health.NewReader(health.Config{Redis: a.rdb, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.health = healthReader
 	metrics := engine.NewMetrics(a.registry)
 	fanout, err := engine.NewFanout(engine.FanoutConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
@@ -310,6 +317,7 @@ func (a *App) startStages(context.Context) error {
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
 		Endpoints: a.store, Sender: sender, Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
+		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		Metrics: metrics, Logger: a.log,
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
@@ -324,6 +332,18 @@ func (a *App) startStages(context.Context) error {
 	a.onStop(fanout.Stop)
 	stage.Start()
 	a.onStop(stage.Stop)
+	return a.startHealthPublisher(stage)
+}
+
+// startHealthPublisher shares this instance's endpoint health through Redis
+// every second; it stops before the stage.
+func (a *App) startHealthPublisher(source health.Source) error {
+	p, err := health.NewPublisher(health.Config{Redis: a.rdb, Logger: a.log}, source)
+	if err != nil {
+		return err
+	}
+	p.Start()
+	a.onStop(p.Stop)
 	return nil
 }
 
@@ -406,7 +426,7 @@ func (a *App) startHTTP(context.Context) error {
 	srv, err := api.New(api.Config{
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
-		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap,
+		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
 	if err != nil {

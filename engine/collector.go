@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/endpoint"
 )
 
 // stageCollector reports per-endpoint and per-partition state at scrape
@@ -17,6 +18,7 @@ type stageCollector struct {
 
 	pending, inFlight, oldestAge, parked *prometheus.Desc
 	breakerOpen                          *prometheus.Desc
+	healthyOldest                        *prometheus.Desc
 	watermarkLag, watermarkLagSeconds    *prometheus.Desc
 }
 
@@ -33,6 +35,9 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 		parked: prometheus.NewDesc("laneway_endpoint_parked", "Deliveries waiting in the parked topic, per endpoint.", ep, nil),
 		breakerOpen: prometheus.NewDesc("laneway_endpoint_breaker_open",
 			"1 while the endpoint's breaker is open or probing (paused after consecutive failures), else 0.", ep, nil),
+		healthyOldest: prometheus.NewDesc("laneway_healthy_oldest_pending_age_seconds",
+			"Age of the oldest unfinished delivery over this instance's healthy endpoints (not parked, not paused, breaker closed): "+
+				"it grows when the platform lacks capacity, not when one customer is slow.", nil, nil),
 		watermarkLag: prometheus.NewDesc("laneway_partition_watermark_lag_offsets",
 			"Offsets between a deliveries partition's high watermark and its commit watermark.", part, nil),
 		watermarkLagSeconds: prometheus.NewDesc("laneway_partition_watermark_lag_seconds",
@@ -41,17 +46,21 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.breakerOpen, c.watermarkLag, c.watermarkLagSeconds} {
+	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.breakerOpen, c.healthyOldest, c.watermarkLag, c.watermarkLagSeconds} {
 		ch <- d
 	}
 }
 
 func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.cfg.Now()
+	healthyOldest := 0.0
 	for _, op := range c.s.ownedPartitions() {
 		op.mu.Lock()
 		for id, ls := range op.lanes {
 			pl := op.parked[id]
+			if c.s.healthyLocked(id, pl) {
+				healthyOldest = max(healthyOldest, oldestAge(ls, pl, now))
+			}
 			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(ls.lane.Pending()), id)
 			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(ls.lane.InFlight()), id)
 			ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, oldestAge(ls, pl, now), id)
@@ -83,6 +92,24 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		op.mu.Unlock()
 	}
+	ch <- prometheus.MustNewConstMetric(c.healthyOldest, prometheus.GaugeValue, healthyOldest)
+}
+
+// healthyLocked reports whether an endpoint keeps up by itself: not
+// parked, not paused and its breaker closed.
+func (s *DeliveryStage) healthyLocked(id string, pl *parkedLane) bool {
+	if pl != nil {
+		return false
+	}
+	if ep, ok := s.cfg.Endpoints.Get(id); !ok || ep.Paused || ep.Status != endpoint.StatusActive {
+		return false
+	}
+	if b := s.cfg.Breakers; b != nil {
+		if st := b.Get(id).State; st != "" && st != breaker.Closed {
+			return false
+		}
+	}
+	return true
 }
 
 // oldestAge is the age of the lane's oldest unfinished delivery, counting

@@ -17,6 +17,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/internal/kread"
 	"github.com/laneway/laneway/topics"
 )
@@ -61,6 +62,11 @@ type DeliveryConfig struct {
 	// DisableAfter disables an endpoint that has failed without a single
 	// success for this long (needs Breakers). Default 120h (5 days).
 	DisableAfter time.Duration
+	// InstanceID names this instance in health snapshots.
+	InstanceID string
+	// LoadHealth loads an endpoint's last published health snapshot, so a
+	// new owner carries its last success and error on. Nil: they start blank.
+	LoadHealth func(ctx context.Context, endpointID string) (health.Snapshot, bool, error)
 	// Notifier is told about every endpoint this stage disables (410 Gone,
 	// or DisableAfter). Nil: the disable is only logged.
 	Notifier Notifier

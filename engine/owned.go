@@ -38,6 +38,7 @@ type ownedPartition struct {
 	inFlight      int
 	drained       chan struct{} // closed once stopped with nothing in flight
 
+	stats            map[string]*endpointStats // for health snapshots
 	parked           map[string]*parkedLane
 	parkedEnd        int64              // next offset of the parked partition
 	lastParkedCommit int64              // parked offset last committed
@@ -74,7 +75,7 @@ func newOwnedPartition(s *DeliveryStage, id int32, client *kgo.Client) *ownedPar
 		s: s, id: id, client: client, lastCommitted: -1,
 		lanes: map[string]*laneState{}, waiting: map[*laneState]struct{}{},
 		drained: make(chan struct{}),
-		parked:  map[string]*parkedLane{}, alreadyParked: map[int64]struct{}{},
+		parked:  map[string]*parkedLane{}, alreadyParked: map[int64]struct{}{}, stats: map[string]*endpointStats{},
 		appendWake: make(chan struct{}, 1), parkedWake: make(chan struct{}, 1), stopCh: make(chan struct{}),
 	}
 }
@@ -336,6 +337,8 @@ func (op *ownedPartition) recordAttempt(t *Task, res deliver.Result) {
 	t.Attempts = d.Attempts
 	if res.Err != nil {
 		d.LastError = res.Err.Error()
+		st := op.statsLocked(d.EndpointID)
+		st.lastError, st.lastErrorAt = d.LastError, op.s.cfg.Now()
 	}
 }
 
@@ -450,6 +453,7 @@ func (op *ownedPartition) request(ls *laneState, w *work, ep endpoint.Endpoint, 
 func (op *ownedPartition) finish(ls *laneState, t *Task) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
+	op.noteOutcomeLocked(ls.id, kindDelivered, op.s.cfg.Now())
 	ls.lane.Finish(t)
 	op.releaseLocked(ls, t)
 	op.offsetDoneLocked(ls, t)
@@ -459,6 +463,7 @@ func (op *ownedPartition) finish(ls *laneState, t *Task) {
 func (op *ownedPartition) retry(ls *laneState, t *Task, notBefore time.Time) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
+	op.noteOutcomeLocked(ls.id, kindFailed, op.s.cfg.Now())
 	ls.lane.Retry(t, notBefore)
 	delete(ls.running, t)
 	op.afterAttemptLocked(ls)
@@ -471,6 +476,7 @@ func (op *ownedPartition) endDead(ls *laneState, t *Task, reason, detail string)
 	op.writeDeadLetter(deadWrite{deadLetterOf(d, reason, detail, op.s.cfg.Now()), func() { op.offsetDoneLocked(ls, t) }})
 	op.mu.Lock()
 	defer op.mu.Unlock()
+	op.noteOutcomeLocked(ls.id, kindDead, op.s.cfg.Now())
 	ls.lane.Finish(t)
 	op.releaseLocked(ls, t)
 	op.afterAttemptLocked(ls)
@@ -511,6 +517,7 @@ func (op *ownedPartition) supersededLocked(t *Task) {
 	ls := op.lanes[t.Payload.(*work).d.EndpointID]
 	op.releaseLocked(ls, t)
 	op.offsetDoneLocked(ls, t)
+	op.noteOutcomeLocked(ls.id, kindSuperseded, op.s.cfg.Now())
 	op.s.cfg.Metrics.supersededN(1)
 }
 

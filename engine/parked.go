@@ -101,6 +101,7 @@ func (op *ownedPartition) parkLocked(ls *laneState, why string) {
 	}
 	pl := newParkedLane(ls.id, op.parkedEnd)
 	op.parked[ls.id] = pl
+	op.statsLocked(ls.id).parkedReason = why
 	for t := range ls.running {
 		w := t.Payload.(*work)
 		if w.parked {
@@ -380,6 +381,9 @@ func srcOffset(r *kgo.Record) int64 {
 // direct delivery.
 func (op *ownedPartition) unparkLocked(pl *parkedLane) {
 	delete(op.parked, pl.id)
+	if st := op.stats[pl.id]; st != nil {
+		st.parkedReason = ""
+	}
 	op.s.cfg.Logger.Info("lane unparked", "endpoint", pl.id, "partition", op.id)
 }
 
