@@ -108,6 +108,10 @@ type Config struct {
 	// Default: DefaultSecretOverlap (24h).
 	SecretOverlap time.Duration
 
+	// Events serves GET /v1/events (reconciliation). Default: nil, the
+	// route answers 501.
+	Events EventFinder
+
 	// Health reads endpoint health snapshots for GET /v1/endpoints and
 	// GET /v1/health. Default: nil, endpoints are shown without health.
 	Health HealthReader
@@ -152,6 +156,7 @@ type Server struct {
 	secretOverlap time.Duration
 	extra         []Route
 	health        HealthReader
+	events        EventFinder
 
 	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
 	// in this process, so that two concurrent PATCHes do not lose one
@@ -185,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 		secretOverlap: cfg.SecretOverlap,
 		extra:         cfg.Routes,
 		health:        cfg.Health,
+		events:        cfg.Events,
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
@@ -256,6 +262,7 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	v1("POST /v1/endpoints/{id}/secret/rotate", s.rotateSecret)
 	v1("GET /v1/endpoints/{id}/secret", s.revealSecret)
 	v1("POST /v1/events", s.ingestEvent)
+	v1("GET /v1/events", s.listEvents)
 	v1("GET /v1/health", s.platformHealth)
 	v1("GET /v1/dead", s.listDead)
 	v1("POST /v1/dead/redrive", s.redrive)

@@ -31,6 +31,7 @@ import (
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/notify"
 	"github.com/laneway/laneway/topics"
@@ -110,6 +111,7 @@ type App struct {
 	health   *health.Reader
 	redriver *deadletter.Redriver
 	dead     *deadletter.Finder
+	events   *eventsearch.Finder
 	fanout   *engine.Fanout
 	delivery *engine.DeliveryStage
 	http     *http.Server
@@ -398,6 +400,8 @@ func (a *App) startDeadLetters(producer *kgo.Client) error {
 	}
 	a.onStop(reader.Close)
 	a.dead = deadletter.NewFinder(reader, a.cfg.Topics.Dead)
+	a.events = eventsearch.New(reader, a.cfg.Topics.Events)
+	a.registerSearchMetrics()
 	r, err := deadletter.NewRedriver(deadletter.Config{
 		Finder: a.dead, Producer: producer, DeliveriesTopic: a.cfg.Topics.Deliveries, Endpoints: a.store,
 		Redis: a.rdb, MarkerTTL: a.cfg.Topics.DeadRetention, Logger: a.log,
@@ -408,6 +412,28 @@ func (a *App) startDeadLetters(producer *kgo.Client) error {
 	a.redriver = r
 	a.onStop(r.Stop)
 	return nil
+}
+
+// registerSearchMetrics counts the records the searches read, which shows
+// they read time ranges rather than whole topics.
+func (a *App) registerSearchMetrics() {
+	for _, s := range []struct {
+		index            string
+		scanned, fetched func() int64
+	}{
+		{"events", a.events.Scanned, a.events.Fetched},
+		{"dead", a.dead.Scanned, a.dead.Fetched},
+	} {
+		labels := prometheus.Labels{"index": s.index}
+		a.registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "laneway_search_records_examined_total",
+				Help: "Records examined by API searches (inside the searched time range).", ConstLabels: labels},
+				func() float64 { return float64(s.scanned()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "laneway_search_records_fetched_total",
+				Help: "Records fetched from Kafka by API searches, examined or not.", ConstLabels: labels},
+				func() float64 { return float64(s.fetched()) }),
+		)
+	}
 }
 
 func (a *App) startHTTP(context.Context) error {
@@ -426,7 +452,7 @@ func (a *App) startHTTP(context.Context) error {
 	srv, err := api.New(api.Config{
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
-		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health,
+		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
 	if err != nil {

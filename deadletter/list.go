@@ -72,6 +72,9 @@ func NewFinder(client *kgo.Client, topic string) *Finder {
 // Scanned counts the records examined by every search so far.
 func (f *Finder) Scanned() int64 { return f.scanner.Scanned() }
 
+// Fetched counts the records fetched from Kafka by every search so far.
+func (f *Finder) Fetched() int64 { return f.scanner.Fetched() }
+
 // Find returns one page of dead letters matching filter, continuing from
 // cursor when it is not empty.
 func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit int) (Page, error) {

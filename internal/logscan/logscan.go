@@ -30,7 +30,11 @@ const (
 	DefaultLimit   = 100
 	MaxLimit       = 1000
 	DefaultMaxScan = 50_000 // records examined per page, matching or not
-	fetchBytes     = 1 << 20
+	// One fetch asks for about what is left of the span, so that a narrow
+	// range does not pull a megabyte of records past its end.
+	minFetchBytes       = 16 << 10
+	maxFetchBytes       = 1 << 20
+	bytesPerRecordGuess = 512
 )
 
 // Scanner searches one topic. It is safe for concurrent use.
@@ -38,8 +42,9 @@ type Scanner struct {
 	reader *kread.Reader
 	admin  *kadm.Client
 	// scanned counts every record examined, for metrics and for tests that
-	// prove a narrow search reads a small part of the topic.
-	scanned atomic.Int64
+	// prove a narrow search reads a small part of the topic; fetched counts
+	// every record Kafka returned, examined or not.
+	scanned, fetched atomic.Int64
 }
 
 // New returns a scanner over reader's topic; admin answers offset lookups.
@@ -49,6 +54,10 @@ func New(reader *kread.Reader, admin *kadm.Client) *Scanner {
 
 // Scanned is the number of records examined since the scanner was made.
 func (s *Scanner) Scanned() int64 { return s.scanned.Load() }
+
+// Fetched is the number of records fetched from Kafka since the scanner
+// was made, including those past a range's end that were not examined.
+func (s *Scanner) Fetched() int64 { return s.fetched.Load() }
 
 // Query is one page request.
 type Query struct {
@@ -131,7 +140,8 @@ func (q Query) withDefaults() Query {
 
 // readSpan reads one fetch of the span's partition into page.
 func (s *Scanner) readSpan(ctx context.Context, sp *span, c cursor, q Query, page *Page) error {
-	res, err := s.reader.Read(ctx, sp.Partition, sp.Next, fetchBytes)
+	want := min(sp.End-sp.Next, int64(q.Limit-len(page.Records)), int64(q.MaxScan-page.Scanned))
+	res, err := s.reader.Read(ctx, sp.Partition, sp.Next, fetchSize(want))
 	switch {
 	case errors.Is(err, kread.ErrOffsetOutOfRange):
 		if res.LogStartOffset > sp.Next { // expired by retention: skip what is gone
@@ -143,6 +153,7 @@ func (s *Scanner) readSpan(ctx context.Context, sp *span, c cursor, q Query, pag
 	case err != nil:
 		return err
 	}
+	s.fetched.Add(int64(len(res.Records)))
 	for _, r := range res.Records {
 		if r.Offset < sp.Next {
 			continue
@@ -166,6 +177,11 @@ func (s *Scanner) readSpan(ctx context.Context, sp *span, c cursor, q Query, pag
 		}
 	}
 	return nil
+}
+
+// fetchSize is the byte budget of a fetch meant to return about records.
+func fetchSize(records int64) int32 {
+	return int32(min(max(records*bytesPerRecordGuess, minFetchBytes), maxFetchBytes))
 }
 
 func inRange(ts time.Time, since, until int64) bool {
