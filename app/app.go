@@ -25,6 +25,7 @@ import (
 
 	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/console"
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/embedded"
@@ -453,6 +454,7 @@ func (a *App) startHTTP(context.Context) error {
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
+		Routes:  console.Routes(),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
 	if err != nil {

@@ -72,6 +72,8 @@ ensure_tools() {
 	command -v redis-cli >/dev/null || pkgs+=(redis-tools)
 	command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
 	command -v mvn >/dev/null || pkgs+=(maven)
+	# The console's browser test drives a real headless Chromium.
+	command -v chromium >/dev/null || pkgs+=(chromium)
 	if [ "${#pkgs[@]}" -gt 0 ]; then apt_install "${pkgs[@]}"; fi
 	command -v go >/dev/null || die "go is not on PATH"
 }

@@ -1,0 +1,510 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/console"
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/topics"
+)
+
+// The machine may be small and shared: generous deadlines, never sleeps.
+const (
+	stepTimeout = 60 * time.Second
+	apiTimeout  = 90 * time.Second
+	adminToken  = "console-e2e-token"
+)
+
+// TestConsoleInBrowser drives the console in a real headless Chromium
+// against a real Laneway (embedded Kafka and Redis): sign in with the admin
+// token, read the endpoints table, pause, resume and retune an endpoint,
+// redrive its dead letter, and search events by time range. Each effect is
+// checked through the API, and screenshots are saved to $LANEWAY_ARTIFACTS
+// (a temporary directory when unset).
+func TestConsoleInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test: skipped in -short mode")
+	}
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("no Chromium found (looked for $LANEWAY_CHROMIUM, chromium, chromium-browser, google-chrome): " +
+			"install it with `apt-get install -y --no-install-recommends chromium` to run the console's browser test")
+	}
+	started := time.Now()
+
+	// The receivers: A refuses the first delivery with 413 (a dead letter)
+	// and accepts everything once told to; B accepts everything.
+	recvA, recvB := newReceiver(http.StatusRequestEntityTooLarge), newReceiver(0)
+	srvA, srvB := httptest.NewServer(recvA), httptest.NewServer(recvB)
+	t.Cleanup(srvA.Close)
+	t.Cleanup(srvB.Close)
+
+	a := startLaneway(t)
+	c := client{t: t, base: "http://" + a.HTTPAddr()}
+	epA := c.createEndpoint(map[string]any{"tenant": "acme", "url": srvA.URL + "/hooks", "event_types": []string{"order.updated"}, "max_concurrency": 2})
+	epB := c.createEndpoint(map[string]any{"tenant": "acme", "url": srvB.URL + "/hooks", "max_concurrency": 4})
+	c.publish(map[string]any{"id": "evt-console-1", "type": "order.updated", "tenant": "acme", "entity": "order:1", "revision": 1, "data": map[string]any{"status": "paid"}})
+	c.publish(map[string]any{"id": "evt-console-2", "type": "customer.created", "tenant": "acme", "entity": "customer:9", "revision": 1, "data": map[string]any{"name": "Ada"}})
+
+	c.eventually("a dead letter for "+epA, func() bool {
+		var page struct{ Data []struct{ ID string } }
+		c.getJSON("/v1/dead?endpoint_id="+epA, &page)
+		return len(page.Data) == 1
+	})
+	c.eventually("endpoint B received both events", func() bool { return recvB.delivered("evt-console-1") && recvB.delivered("evt-console-2") })
+	recvA.accept()
+
+	consoleURL := serveConsole(t, a.HTTPAddr())
+	b := startBrowser(t, chrome)
+
+	// Sign in: the API answers 401 until the console sends the token.
+	b.do("open the console and sign in",
+		chromedp.Navigate(consoleURL+"/#/endpoints"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+	)
+	b.shot("00-sign-in")
+	b.do("sign in",
+		chromedp.SendKeys(chromedp.ID("token"), adminToken),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.CSS(rowSel(epA))),
+		chromedp.WaitVisible(chromedp.CSS(rowSel(epB))),
+		chromedp.WaitVisible(chromedp.CSS(`#summary .card`)),
+	)
+	b.shot("01-endpoints")
+
+	// The endpoint page: last error, breaker, pause state.
+	b.do("open endpoint A",
+		chromedp.Click(chromedp.CSS(rowSel(epA)+" a")),
+		chromedp.WaitVisible(chromedp.ID("pause")),
+	)
+	b.poll("the last error shows the 413", `(document.getElementById('last-error')?.textContent || '').includes('413')`)
+	b.poll("the breaker is shown", `document.getElementById('endpoint-health').textContent.includes('closed')`)
+	b.shot("02-endpoint")
+
+	b.do("pause", chromedp.Click(chromedp.ID("pause")), chromedp.WaitVisible(chromedp.ID("resume")),
+		chromedp.WaitVisible(chromedp.CSS(`#endpoint-state [data-state="paused"]`)))
+	c.eventually("the API shows A paused", func() bool { return c.endpoint(epA).Paused })
+	b.shot("03-paused")
+
+	b.do("resume", chromedp.Click(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.ID("pause")))
+	c.eventually("the API shows A resumed", func() bool { return !c.endpoint(epA).Paused })
+
+	// End, then enough backspaces to empty the field, then the new limit:
+	// the first keystroke marks the field as edited, so the 2 s refresh
+	// leaves it alone.
+	b.do("set max concurrency to 7",
+		chromedp.SendKeys(chromedp.ID("concurrency"), kb.End+strings.Repeat(kb.Backspace, 5)+"7"))
+	if v := run(b, "read the concurrency field", chromedp.Value(chromedp.ID("concurrency"))); v != "7" {
+		t.Fatalf("concurrency field holds %q, want 7", v)
+	}
+	b.do("save the concurrency", chromedp.Click(chromedp.ID("save-concurrency")))
+	c.eventually("the API shows max_concurrency 7", func() bool { return c.endpoint(epA).MaxConcurrency == 7 })
+	b.poll("the page shows the new limit", `document.getElementById('endpoint-config').textContent.includes('Max concurrency7')`)
+	b.shot("04-concurrency")
+
+	// Dead letters: filter by endpoint, redrive, follow the job.
+	b.do("search A's dead letters",
+		chromedp.Click(chromedp.CSS(`a[data-nav="dead"]`)),
+		chromedp.WaitVisible(chromedp.ID("dead-endpoint")),
+		chromedp.SendKeys(chromedp.ID("dead-endpoint"), epA),
+		chromedp.Click(chromedp.ID("dead-search")),
+	)
+	b.poll("one dead letter of A is listed", fmt.Sprintf(
+		`location.hash.includes(%q) && document.querySelectorAll('#dead-body tr[data-letter-id]').length === 1 && document.getElementById('dead-body').textContent.includes('payload_too_large')`,
+		"endpoint_id="+epA))
+	b.shot("05-dead-letters")
+
+	b.do("redrive all matching",
+		chromedp.Click(chromedp.ID("redrive-all")),
+		chromedp.WaitVisible(chromedp.CSS(`#redrive-progress[data-status="done"]`)),
+	)
+	jobID := run(b, "read the job id", chromedp.Text(chromedp.ID("redrive-job")))
+	b.shot("06-redrive-done")
+	var job struct {
+		Status   string `json:"status"`
+		Matched  int    `json:"matched"`
+		Redriven int    `json:"redriven"`
+		// AlreadyRedriven counts letters an earlier job sent.
+		AlreadyRedriven int `json:"already_redriven"`
+	}
+	c.getJSON("/v1/redrives/"+url.PathEscape(jobID), &job)
+	if job.Status != "done" || job.Matched != 1 || job.Redriven != 1 {
+		t.Fatalf("GET /v1/redrives/%s: %+v, want done with 1 matched and 1 redriven", jobID, job)
+	}
+	c.eventually("the redriven delivery reached A", func() bool { return recvA.delivered("evt-console-1") })
+
+	// Events by time range. The page's own helper turns instants into the
+	// browser's local time, whatever its zone.
+	since, until := started.Add(-time.Minute), time.Now().Add(2*time.Minute)
+	b.do("open events", chromedp.Click(chromedp.CSS(`a[data-nav="events"]`)), chromedp.WaitVisible(chromedp.ID("events-since")))
+	b.searchEvents(since, until)
+	b.poll("both events are listed", `document.querySelector('#events-body tr[data-event-id="evt-console-1"]') !== null && document.querySelector('#events-body tr[data-event-id="evt-console-2"]') !== null`)
+	b.shot("07-events")
+	b.searchEvents(started.Add(-3*time.Hour), started.Add(-2*time.Hour))
+	b.poll("an earlier range lists nothing", `(document.querySelector('#events-body td.empty')?.textContent || '') === 'No events in this range.'`)
+
+	// The endpoint page's resend button starts a new job; the letter was
+	// redriven already, so it matches and is not sent twice.
+	b.do("resend from the endpoint page",
+		chromedp.Navigate(consoleURL+"/#/endpoints/"+epA),
+		chromedp.WaitVisible(chromedp.ID("resend")),
+		chromedp.Click(chromedp.ID("resend")),
+		chromedp.WaitVisible(chromedp.CSS(`#redrive-progress[data-status="done"]`)),
+	)
+	b.shot("08-resend")
+	resendID := run(b, "read the job id", chromedp.Text(chromedp.ID("redrive-job")))
+	c.getJSON("/v1/redrives/"+url.PathEscape(resendID), &job)
+	if resendID == jobID || job.Status != "done" || job.Matched != 1 || job.Redriven != 0 || job.AlreadyRedriven != 1 {
+		t.Fatalf("resend job %s: %+v, want a new job, done, with 1 matched and already redriven", resendID, job)
+	}
+	if n := recvA.count("evt-console-1"); n != 1 {
+		t.Errorf("A accepted evt-console-1 %d times, want once", n)
+	}
+
+	b.checkConsole()
+	t.Logf("browser test took %s; screenshots in %s", time.Since(started).Round(time.Second), b.dir)
+}
+
+func rowSel(id string) string { return fmt.Sprintf(`#endpoints-body tr[data-endpoint-id=%q]`, id) }
+
+// chromiumPath finds a Chromium or Chrome binary.
+func chromiumPath() string {
+	if p := os.Getenv("LANEWAY_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func startLaneway(t *testing.T) *app.App {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := app.Start(ctx, app.Config{
+		HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: "127.0.0.1:0", AdminToken: adminToken,
+		InstanceID: "console-e2e", Topics: topics.Config{Partitions: 2},
+		AllowTargets:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Retry:          deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: time.Second, MaxAttempts: 5, MaxAge: time.Hour},
+		CommitInterval: 200 * time.Millisecond,
+		Logger:         testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("start laneway: %v", err)
+	}
+	t.Cleanup(a.Stop)
+	return a
+}
+
+// serveConsole serves the console as Laneway will once api.Config.Routes
+// carries console.Routes(): the console's routes, and the API for the rest.
+func serveConsole(t *testing.T, apiAddr string) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	for _, r := range console.Routes() {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	mux.Handle("/", httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: apiAddr}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func testLogger() *slog.Logger {
+	level := os.Getenv("LANEWAY_TEST_LOG")
+	if level == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// receiver answers every delivery with status until accept is called, then
+// with 204, and counts the deliveries of each event it accepted.
+type receiver struct {
+	status   atomic.Int32
+	mu       sync.Mutex
+	accepted map[string]int
+}
+
+func newReceiver(status int) *receiver {
+	r := &receiver{accepted: map[string]int{}}
+	r.status.Store(int32(status))
+	return r
+}
+
+func (r *receiver) accept() { r.status.Store(0) }
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	_, _ = io.Copy(io.Discard, req.Body)
+	if s := r.status.Load(); s != 0 {
+		http.Error(w, "payload refused by the test receiver", int(s))
+		return
+	}
+	r.mu.Lock()
+	r.accepted[req.Header.Get("webhook-id")]++
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *receiver) delivered(eventID string) bool { return r.count(eventID) > 0 }
+
+func (r *receiver) count(eventID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.accepted[eventID]
+}
+
+// client calls the API with the admin token.
+type client struct {
+	t    *testing.T
+	base string
+}
+
+func (c client) do(method, path string, body any) (int, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (c client) getJSON(path string, v any) {
+	c.t.Helper()
+	code, out := c.do(http.MethodGet, path, nil)
+	if code != http.StatusOK {
+		c.t.Fatalf("GET %s: %d %s", path, code, out)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		c.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+func (c client) createEndpoint(body map[string]any) string {
+	c.t.Helper()
+	code, out := c.do(http.MethodPost, "/v1/endpoints", body)
+	var ep struct{ ID string }
+	if code != http.StatusCreated || json.Unmarshal(out, &ep) != nil || ep.ID == "" {
+		c.t.Fatalf("create endpoint: %d %s", code, out)
+	}
+	return ep.ID
+}
+
+func (c client) publish(env map[string]any) {
+	c.t.Helper()
+	if code, out := c.do(http.MethodPost, "/v1/events", env); code != http.StatusAccepted {
+		c.t.Fatalf("publish: %d %s", code, out)
+	}
+}
+
+type endpointView struct {
+	Paused         bool `json:"paused"`
+	MaxConcurrency int  `json:"max_concurrency"`
+}
+
+func (c client) endpoint(id string) endpointView {
+	c.t.Helper()
+	var ep endpointView
+	c.getJSON("/v1/endpoints/"+id, &ep)
+	return ep
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func (c client) eventually(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(apiTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting until %s", apiTimeout, what)
+		}
+		time.Sleep(100 * time.Millisecond) // a poll interval, not synchronisation
+	}
+}
+
+// browser is one headless Chromium tab.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	dir string
+
+	mu       sync.Mutex
+	messages []chromedp.ConsoleMessage
+}
+
+func startBrowser(t *testing.T, chrome string) *browser {
+	t.Helper()
+	dir := os.Getenv("LANEWAY_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dir = filepath.Join(dir, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.WindowSize(1440, 900),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox refuses to start
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	b := &browser{t: t, ctx: ctx, dir: dir}
+
+	// The first Do starts the browser, bound to the context it gets, so it
+	// gets no deadline of its own: a watchdog bounds it instead.
+	started := make(chan struct{})
+	go func() {
+		select {
+		case <-started:
+		case <-time.After(2 * time.Minute):
+			cancel()
+		}
+	}()
+	err := chromedp.Do(ctx)
+	close(started)
+	if err != nil {
+		t.Fatalf("start %s: %v", chrome, err)
+	}
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.messages = append(b.messages, m)
+			b.mu.Unlock()
+		}
+	}()
+	return b
+}
+
+// do runs steps within stepTimeout; on failure it saves a screenshot and
+// the page's text and fails the test.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.fail(what, err)
+	}
+}
+
+func run[T any](b *browser, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.fail(what, err)
+	}
+	return v
+}
+
+// poll waits until the JavaScript expression is truthy in the page.
+func (b *browser) poll(what, expr string) {
+	b.t.Helper()
+	b.do(what, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(stepTimeout), chromedp.WithPollingInterval(100*time.Millisecond)))
+}
+
+func (b *browser) searchEvents(since, until time.Time) {
+	b.t.Helper()
+	local := func(t time.Time) string {
+		return run(b, "format a time", chromedp.Evaluate[string](fmt.Sprintf("toLocalInput(new Date(%d))", t.UnixMilli())))
+	}
+	b.do(fmt.Sprintf("search events from %s to %s", since.Format(time.TimeOnly), until.Format(time.TimeOnly)),
+		chromedp.SetValue(chromedp.ID("events-since"), local(since)),
+		chromedp.SetValue(chromedp.ID("events-until"), local(until)),
+		chromedp.Click(chromedp.ID("events-search")),
+	)
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png := run(b, "screenshot "+name, chromedp.FullScreenshot(100))
+	path := filepath.Join(b.dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", path)
+}
+
+func (b *browser) fail(what string, err error) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if png, serr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); serr == nil {
+		path := filepath.Join(b.dir, "failure.png")
+		if os.WriteFile(path, png, 0o644) == nil {
+			b.t.Logf("screenshot of the failure: %s", path)
+		}
+	}
+	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	b.logConsole()
+	b.t.Fatalf("%s: %v\npage:\n%s", what, err, text)
+}
+
+func (b *browser) logConsole() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.messages {
+		b.t.Logf("browser console: %s", m)
+	}
+}
+
+// checkConsole fails on script errors and CSP violations; the 401s before
+// sign-in are expected.
+func (b *browser) checkConsole() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bad := 0
+	for _, m := range b.messages {
+		text := m.String()
+		if m.IsException() || strings.Contains(text, "Content Security Policy") || strings.Contains(text, "Uncaught") {
+			b.t.Errorf("browser console: %s", text)
+			bad++
+		}
+	}
+	b.t.Logf("browser console: %d messages, %d script errors or CSP violations", len(b.messages), bad)
+}

@@ -1,0 +1,691 @@
+// Laneway console: a hash-routed page over the JSON API under /v1.
+// Whatever comes from the API is rendered as text (textContent, text nodes,
+// setAttribute); nothing is ever parsed as HTML.
+'use strict';
+
+const TOKEN_KEY = 'laneway.adminToken';
+const REFRESH_MS = 2000;
+const POLL_MS = 1000;
+const DEAD_REASONS = ['payload_too_large', 'gone', 'max_attempts', 'max_age', 'endpoint_disabled',
+  'endpoint_deleted', 'invalid_event', 'invalid_delivery'];
+// Reasons that say the endpoint or the event itself is broken (red); the
+// others (amber) are worth a redrive once the receiver is fixed.
+const TERMINAL_REASONS = ['gone', 'endpoint_deleted', 'invalid_event', 'invalid_delivery'];
+
+const $ = (id) => document.getElementById(id);
+const view = $('view');
+
+// ---------------------------------------------------------------- DOM helpers
+
+// el builds an element: props are attributes, except class, text (the
+// textContent) and on<event> listeners; string children become text nodes.
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = String(v);
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c !== null && c !== undefined && c !== false) e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+const th = (text, cls) => el('th', { class: cls, text });
+const td = (content, cls, title) => el('td', { class: cls, title }, content);
+const num = (n) => (typeof n === 'number' ? n.toLocaleString() : '—');
+const endpointLink = (id) => el('a', { href: '#/endpoints/' + encodeURIComponent(id), class: 'mono', text: id });
+
+function pad(n) { return String(n).padStart(2, '0'); }
+
+function fmtTime(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (isNaN(d)) return String(iso);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+function fmtAge(s) {
+  if (typeof s !== 'number' || !isFinite(s) || s <= 0) return '—';
+  if (s < 1) return '< 1 s';
+  if (s < 60) return Math.floor(s) + ' s';
+  if (s < 3600) return `${Math.floor(s / 60)} m ${Math.floor(s % 60)} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+// datetime-local inputs hold local time without a zone; the API takes RFC 3339.
+function toLocalInput(d) {
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+function fromLocalInput(v) {
+  if (!v) return '';
+  const d = new Date(v);
+  return isNaN(d) ? '' : d.toISOString();
+}
+function isoToLocalInput(iso) {
+  const d = iso ? new Date(iso) : null;
+  return d && !isNaN(d) ? toLocalInput(d) : '';
+}
+
+// randomHex works outside secure contexts too, unlike crypto.randomUUID.
+function randomHex(bytes) {
+  return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function clip(s, n) { s = String(s); return s.length > n ? s.slice(0, n - 1) + '…' : s; }
+
+// ---------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(method, path, body, extraHeaders) {
+  const headers = { Accept: 'application/json', ...extraHeaders };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const init = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, 'Laneway is not reachable: ' + e.message);
+  }
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  if (res.status === 401) {
+    if (token) { sessionStorage.removeItem(TOKEN_KEY); updateSignout(); }
+    askToken(token ? 'The API refused that token. Enter the admin token again.' : 'This Laneway requires its admin token.');
+    throw new ApiError(401, 'admin token required');
+  }
+  if (!res.ok) throw new ApiError(res.status, (data && data.error) || `${res.status} ${res.statusText}`);
+  return data;
+}
+
+// ---------------------------------------------------------------- token
+
+const login = $('login');
+
+function askToken(reason) {
+  $('login-reason').textContent = reason;
+  if (!login.open) login.showModal();
+  $('token').focus();
+}
+
+$('login-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const token = $('token').value.trim();
+  if (!token) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $('token').value = '';
+  login.close();
+  updateSignout();
+  route();
+});
+login.addEventListener('cancel', (e) => e.preventDefault()); // nothing works without it
+
+function updateSignout() { $('signout').hidden = !sessionStorage.getItem(TOKEN_KEY); }
+$('signout').addEventListener('click', () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  updateSignout();
+  route();
+});
+
+// ---------------------------------------------------------------- feedback
+
+let noticeTimer;
+function notify(message, isError) {
+  const n = $('notice');
+  n.textContent = message;
+  n.className = 'notice' + (isError ? ' error' : '');
+  n.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => { n.hidden = true; }, isError ? 10000 : 5000);
+}
+
+function fail(e) { if (!(e instanceof ApiError && e.status === 401)) notify(e.message, true); }
+
+function setLive(state) {
+  const live = $('live');
+  live.hidden = state === null;
+  if (state === null) return;
+  live.classList.toggle('stale', state instanceof Error);
+  live.textContent = state instanceof Error ? 'Update failed, retrying' : 'Live · ' + fmtTime(state).slice(11);
+}
+
+// act disables btn while fn runs and reports fn's error.
+async function act(btn, fn) {
+  btn.disabled = true;
+  try { await fn(); } catch (e) { fail(e); } finally { btn.disabled = false; }
+}
+
+// ---------------------------------------------------------------- routing
+
+// A page gets a context that ends when the route changes, so that its
+// timers stop and late answers are dropped.
+function newContext() {
+  const timers = new Set();
+  let alive = true;
+  return {
+    get alive() { return alive; },
+    every(fn, ms) {
+      const tick = async () => {
+        if (!alive) return;
+        if (!document.hidden) await fn();
+        if (alive) timers.add(setTimeout(tick, ms));
+      };
+      tick();
+    },
+    sleep(ms) { return new Promise((resolve) => { timers.add(setTimeout(resolve, ms)); }); },
+    stop() { alive = false; timers.forEach(clearTimeout); timers.clear(); },
+  };
+}
+
+let current = newContext();
+
+function route() {
+  current.stop();
+  current = newContext();
+  setLive(null);
+  const [path, query] = (location.hash || '#/endpoints').slice(1).split('?');
+  const params = new URLSearchParams(query || '');
+  let parts;
+  try { parts = path.split('/').filter(Boolean).map(decodeURIComponent); } catch { parts = []; }
+  const page = parts[0] || 'endpoints';
+  document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === page));
+  if (page === 'endpoints' && parts[1]) endpointPage(current, parts[1]);
+  else if (page === 'dead') deadPage(current, params);
+  else if (page === 'events') eventsPage(current, params);
+  else endpointsPage(current);
+}
+
+window.addEventListener('hashchange', route);
+
+// ---------------------------------------------------------------- state
+
+// endpointState names an endpoint's state and its colour.
+function endpointState(ep) {
+  const h = ep.health || {};
+  const breaker = (h.breaker && h.breaker.state) || 'closed';
+  if (ep.status !== 'active') return ['disabled', 'red'];
+  if (ep.paused) return ['paused', 'grey'];
+  if (breaker === 'open') return ['breaker open', 'red'];
+  if (breaker === 'probing') return ['breaker half-open', 'amber'];
+  if (h.parked_reason || h.parked > 0) return ['parked', 'amber'];
+  return ['healthy', 'green'];
+}
+
+function badge([label, colour], extra) {
+  return el('span', { class: `badge ${colour}${extra ? ' ' + extra : ''}`, 'data-state': label, text: label });
+}
+
+function breakerText(b) {
+  if (!b) return '—';
+  const state = b.state === 'probing' ? 'half-open' : b.state || 'closed';
+  const parts = [state];
+  if (b.consecutive_failures) parts.push(`${b.consecutive_failures} failures`);
+  if (b.state === 'open' && b.paused_until) parts.push('until ' + fmtTime(b.paused_until).slice(11));
+  return parts.join(' · ');
+}
+
+// ---------------------------------------------------------------- endpoints
+
+function endpointsPage(ctx) {
+  const filter = el('input', { type: 'search', id: 'endpoint-filter', placeholder: 'Filter by id, tenant or URL', 'aria-label': 'Filter endpoints' });
+  const cards = el('div', { class: 'cards', id: 'summary' });
+  const body = el('tbody', { id: 'endpoints-body' }, el('tr', {}, el('td', { class: 'empty', colspan: 11, text: 'Loading…' })));
+  view.replaceChildren(
+    el('div', { class: 'pagehead' },
+      el('div', { class: 'grow' }, el('h1', { text: 'Endpoints' }),
+        el('div', { class: 'muted', text: 'Most behind first (oldest pending delivery), refreshed every 2 s.' })),
+      filter),
+    cards,
+    el('div', { class: 'tablewrap' }, el('table', { id: 'endpoints' },
+      el('thead', {}, el('tr', {}, th('State'), th('Endpoint'), th('Tenant'), th('Limit', 'num'), th('Pending', 'num'),
+        th('In flight', 'num'), th('Parked', 'num'), th('Oldest pending', 'num'), th('Breaker'),
+        th('Last minute', 'num'), th('Last error'))),
+      body)));
+
+  let endpoints = null;
+  const draw = () => {
+    if (!endpoints) return;
+    const q = filter.value.trim().toLowerCase();
+    const shown = endpoints.filter((ep) => !q || [ep.id, ep.tenant, ep.url].some((s) => s.toLowerCase().includes(q)));
+    if (!shown.length) {
+      body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 11,
+        text: endpoints.length ? 'No endpoint matches the filter.' : 'No endpoints yet. Create one with POST /v1/endpoints.' })));
+      return;
+    }
+    body.replaceChildren(...shown.map(endpointRow));
+  };
+  filter.addEventListener('input', draw);
+
+  ctx.every(async () => {
+    try {
+      const [list, platform] = await Promise.all([
+        api('GET', '/v1/endpoints?sort=oldest_pending_age'),
+        api('GET', '/v1/health').catch((e) => (e.status === 501 ? null : Promise.reject(e))),
+      ]);
+      if (!ctx.alive) return;
+      endpoints = list.data || [];
+      draw();
+      cards.replaceChildren(...summaryCards(platform, endpoints));
+      setLive(new Date());
+    } catch (e) {
+      if (ctx.alive) setLive(e);
+    }
+  }, REFRESH_MS);
+}
+
+function endpointRow(ep) {
+  const h = ep.health || {};
+  const pm = h.per_minute || {};
+  return el('tr', { 'data-endpoint-id': ep.id },
+    td(badge(endpointState(ep))),
+    td([endpointLink(ep.id), el('span', { class: 'sub', title: ep.url, text: ep.url })]),
+    td(ep.tenant),
+    td(num(ep.max_concurrency), 'num'),
+    td(num(h.pending), 'num'),
+    td(num(h.in_flight), 'num'),
+    td(num(h.parked), 'num'),
+    td(fmtAge(h.oldest_pending_age_seconds), 'num'),
+    td(breakerText(h.breaker)),
+    td(h.per_minute ? `${num(pm.delivered)} ok · ${num(pm.failed)} retry · ${num(pm.dead)} dead` : '—', 'num'),
+    td(h.last_error || '', 'err', h.last_error || undefined));
+}
+
+function summaryCards(p, endpoints) {
+  const card = (k, v, extra) => el('div', { class: 'card' }, el('div', { class: 'k', text: k }), el('div', { class: 'v' }, v), extra);
+  if (!p) return [card('Endpoints', num(endpoints.length))];
+  const e = p.endpoints || {};
+  return [
+    card('Endpoints', num(e.total)),
+    card('Healthy oldest pending', fmtAge(p.healthy_oldest_pending_age_seconds)),
+    card('Oldest pending', fmtAge(p.oldest_pending_age_seconds),
+      p.most_behind_endpoint_id ? el('div', { class: 'small' }, endpointLink(p.most_behind_endpoint_id)) : null),
+    card('Paused', num(e.paused)),
+    card('Parked', num(e.parked)),
+    card('Breaker open', num(e.breaker_open)),
+    card('Disabled', num(e.disabled)),
+  ];
+}
+
+// ---------------------------------------------------------------- endpoint
+
+function endpointPage(ctx, id) {
+  const path = '/v1/endpoints/' + encodeURIComponent(id);
+  const state = el('span', { id: 'endpoint-state' });
+  const config = el('dl', { class: 'kv', id: 'endpoint-config' });
+  const health = el('dl', { class: 'kv', id: 'endpoint-health' });
+  const lastError = el('pre', { class: 'error', id: 'last-error', hidden: true });
+  const lastErrorNote = el('p', { class: 'muted', id: 'last-error-note', text: 'No error recorded.' });
+  const pauseBtn = el('button', { id: 'pause', type: 'button', hidden: true, text: 'Pause deliveries' });
+  const resumeBtn = el('button', { id: 'resume', type: 'button', class: 'primary', hidden: true, text: 'Resume deliveries' });
+  const enableBtn = el('button', { id: 'enable', type: 'button', class: 'primary', hidden: true, text: 'Re-enable endpoint' });
+  const concurrency = el('input', { id: 'concurrency', type: 'number', min: 1, max: 1000, step: 1, required: true });
+  const saveBtn = el('button', { id: 'save-concurrency', type: 'submit', text: 'Save' });
+  const resendBtn = el('button', { id: 'resend', type: 'button', class: 'danger', text: 'Resend dead letters' });
+  const progress = redriveProgress(ctx);
+
+  view.replaceChildren(
+    el('div', { class: 'pagehead' }, el('div', { class: 'grow' },
+      el('div', { class: 'small' }, el('a', { href: '#/endpoints', text: '← Endpoints' })),
+      el('h1', {}, el('span', { class: 'mono', text: id }), state))),
+    el('div', { class: 'grid' },
+      el('section', { class: 'panel' }, el('h2', { text: 'Controls' }),
+        el('div', { class: 'actions' }, pauseBtn, resumeBtn, enableBtn),
+        el('form', { id: 'concurrency-form', class: 'inline' },
+          el('label', {}, 'Max concurrency', concurrency), saveBtn),
+        el('div', { class: 'actions' }, resendBtn,
+          el('a', { href: '#/dead?endpoint_id=' + encodeURIComponent(id), id: 'endpoint-dead-link', text: 'Browse dead letters' })),
+        progress.node),
+      el('section', { class: 'panel' }, el('h2', { text: 'Last error' }), lastErrorNote, lastError)),
+    el('div', { class: 'grid' },
+      el('section', { class: 'panel' }, el('h2', { text: 'Delivery' }), health),
+      el('section', { class: 'panel' }, el('h2', { text: 'Configuration' }), config)));
+
+  let ep = null;
+  let dirty = false; // the operator is editing the limit: refreshes leave it alone
+  concurrency.addEventListener('input', () => { dirty = true; });
+
+  const draw = () => {
+    state.replaceChildren(badge(endpointState(ep), 'big'));
+    const active = ep.status === 'active';
+    pauseBtn.hidden = !active || ep.paused;
+    resumeBtn.hidden = !active || !ep.paused;
+    enableBtn.hidden = active;
+    if (!dirty) concurrency.value = ep.max_concurrency;
+    config.replaceChildren(...kv([
+      ['URL', ep.url],
+      ['Tenant', ep.tenant],
+      ['Event types', ep.event_types.length ? ep.event_types.join(', ') : 'every type'],
+      ['Max concurrency', num(ep.max_concurrency)],
+      ['Status', ep.status + (ep.disabled_reason ? ' (' + ep.disabled_reason + ')' : '')],
+      ['Paused', ep.paused ? 'yes' : 'no'],
+      ['Created', fmtTime(ep.created_at)],
+      ['Updated', fmtTime(ep.updated_at)],
+    ]));
+    const h = ep.health;
+    if (!h) {
+      health.replaceChildren(...kv([['Health', 'not available']]));
+    } else {
+      const pm = h.per_minute || {};
+      health.replaceChildren(...kv([
+        ['Pending', num(h.pending)],
+        ['In flight', num(h.in_flight)],
+        ['Parked', num(h.parked) + (h.parked_reason ? ' (' + h.parked_reason + ')' : '')],
+        ['Oldest pending', fmtAge(h.oldest_pending_age_seconds)],
+        ['Breaker', breakerText(h.breaker)],
+        ['Last minute', `${num(pm.delivered)} delivered · ${num(pm.failed)} retried · ${num(pm.dead)} dead · ${num(pm.superseded)} superseded`],
+        ['Last success', fmtTime(h.last_success_at)],
+        ['Owner', h.owner || '—'],
+        ['Reported', fmtTime(h.updated_at)],
+      ]));
+      lastError.hidden = !h.last_error;
+      lastError.textContent = h.last_error || '';
+      lastErrorNote.textContent = h.last_error ? 'At ' + fmtTime(h.last_error_at) : 'No error recorded.';
+    }
+  };
+
+  const refresh = async () => {
+    try {
+      const got = await api('GET', path);
+      if (!ctx.alive) return;
+      ep = got;
+      draw();
+      setLive(new Date());
+    } catch (e) {
+      if (!ctx.alive) return;
+      if (e.status === 404) {
+        view.replaceChildren(el('p', { class: 'notice error', text: `Endpoint ${id} not found.` }));
+        ctx.stop();
+        return;
+      }
+      setLive(e);
+    }
+  };
+  // A change answers with the endpoint without its health: keep the last.
+  const changed = (got, message) => {
+    ep = { ...got, health: ep && ep.health };
+    draw();
+    notify(message);
+  };
+
+  pauseBtn.addEventListener('click', () => act(pauseBtn, async () => {
+    changed(await api('POST', path + '/pause'), 'Paused: new deliveries wait in Kafka until you resume.');
+  }));
+  resumeBtn.addEventListener('click', () => act(resumeBtn, async () => {
+    changed(await api('POST', path + '/resume'), 'Resumed: deliveries flow again.');
+  }));
+  enableBtn.addEventListener('click', () => act(enableBtn, async () => {
+    changed(await api('PATCH', path, { status: 'active' }), 'Endpoint re-enabled.');
+  }));
+  $('concurrency-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const n = Number(concurrency.value);
+    if (!Number.isInteger(n) || n < 1 || n > 1000) {
+      notify('Max concurrency must be a whole number between 1 and 1000.', true);
+      return;
+    }
+    act(saveBtn, async () => {
+      const got = await api('PATCH', path, { max_concurrency: n });
+      dirty = false;
+      changed(got, `Max concurrency set to ${got.max_concurrency}.`);
+    });
+  });
+  resendBtn.addEventListener('click', () => act(resendBtn, async () => {
+    await progress.start({ endpoint_id: id });
+  }));
+
+  ctx.every(refresh, REFRESH_MS);
+}
+
+function kv(pairs) {
+  return pairs.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)]);
+}
+
+// ---------------------------------------------------------------- redrive
+
+// redriveProgress starts a redrive and follows its job until it ends.
+function redriveProgress(ctx) {
+  const status = el('span', { id: 'redrive-status' });
+  const bar = el('progress', { id: 'redrive-bar', max: 1 });
+  const counts = el('div', { class: 'counts', id: 'redrive-counts' });
+  const error = el('pre', { class: 'error', id: 'redrive-error', hidden: true });
+  const jobId = el('code', { id: 'redrive-job' });
+  const node = el('div', { class: 'progress', id: 'redrive-progress', hidden: true },
+    el('div', { class: 'actions' }, el('strong', { text: 'Redrive' }), jobId, status), bar, counts, error);
+
+  const draw = (job) => {
+    node.hidden = false;
+    node.dataset.jobId = job.id;
+    node.dataset.status = job.status;
+    jobId.textContent = job.id;
+    const colour = { running: 'amber', done: 'green', failed: 'red' }[job.status] || 'grey';
+    status.replaceChildren(badge([job.status, colour]));
+    if (job.status === 'running') bar.removeAttribute('value'); // indeterminate while scanning
+    else bar.value = 1;
+    const c = (label, n) => el('span', {}, label + ' ', el('b', { text: num(n) }));
+    counts.replaceChildren(c('matched', job.matched), c('redriven', job.redriven), c('skipped', job.skipped),
+      c('already redriven', job.already_redriven), c('scanned', job.scanned));
+    error.hidden = !job.error;
+    error.textContent = job.error || '';
+  };
+
+  return {
+    node,
+    async start(request) {
+      // The API takes a repeated request body for a retry and answers with
+      // the earlier job; a click is a new intention (letters may have died
+      // since), so each gets its own key. Letters an earlier redrive sent
+      // are not sent twice either way.
+      let job = await api('POST', '/v1/dead/redrive', request, { 'Idempotency-Key': 'console-' + randomHex(16) });
+      draw(job);
+      while (job.status === 'running' && ctx.alive) {
+        await ctx.sleep(POLL_MS);
+        if (!ctx.alive) return;
+        job = await api('GET', '/v1/redrives/' + encodeURIComponent(job.id));
+        draw(job);
+      }
+      if (job.status === 'done') notify(`Redrive done: ${num(job.redriven)} redriven, ${num(job.skipped)} skipped.`);
+      else if (job.status === 'failed') notify('Redrive failed: ' + (job.error || 'unknown error'), true);
+    },
+  };
+}
+
+// ---------------------------------------------------------------- search pages
+
+// searchPage builds a filter form, a results table with "Load more" and
+// keeps the filters in the address so that a search can be linked.
+function searchPage(ctx, opts) {
+  const form = el('form', { class: 'filters panel', id: opts.id + '-form' }, ...opts.fields,
+    el('button', { type: 'submit', class: 'primary', id: opts.id + '-search', text: 'Search' }));
+  const body = el('tbody', { id: opts.id + '-body' });
+  const status = el('div', { class: 'muted small', id: opts.id + '-status' });
+  const more = el('button', { type: 'button', id: opts.id + '-more', hidden: true, text: 'Load more' });
+  const table = el('div', { class: 'tablewrap' }, el('table', { id: opts.id + '-table' },
+    el('thead', {}, el('tr', {}, ...opts.columns)), body));
+  view.replaceChildren(
+    el('div', { class: 'pagehead' }, el('div', { class: 'grow' }, el('h1', { text: opts.title }),
+      el('div', { class: 'muted', text: opts.subtitle }))),
+    form, ...(opts.extra || []), table, el('div', { class: 'more' }, more), status);
+
+  let cursor = '';
+  let query = '';
+  let shown = 0;
+  const fetchPage = async (append) => {
+    const params = new URLSearchParams(query);
+    params.set('limit', '50');
+    if (append) params.set('cursor', cursor);
+    try {
+      const page = await api('GET', opts.path + '?' + params);
+      if (!ctx.alive) return;
+      const rows = (page.data || []).map(opts.row);
+      if (append) body.append(...rows); else body.replaceChildren(...rows);
+      shown = append ? shown + rows.length : rows.length;
+      if (!shown) body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: opts.columns.length, text: opts.empty })));
+      cursor = page.next_cursor || '';
+      more.hidden = !cursor;
+      status.textContent = `${num(shown)} shown · ${num(page.scanned)} records examined by the last page`;
+      if (opts.onResults) opts.onResults();
+    } catch (e) {
+      if (!ctx.alive) return;
+      fail(e);
+      status.textContent = 'Search failed: ' + e.message;
+    }
+  };
+  const search = () => {
+    query = opts.query().toString();
+    history.replaceState(null, '', `#/${opts.id}${query ? '?' + query : ''}`);
+    body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: opts.columns.length, text: 'Searching…' })));
+    return fetchPage(false);
+  };
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    act($(opts.id + '-search'), search);
+  });
+  more.addEventListener('click', () => act(more, () => fetchPage(true)));
+  return { search, body };
+}
+
+function setParam(params, key, value) { if (value) params.set(key, value); }
+
+function deadPage(ctx, params) {
+  const endpoint = el('input', { id: 'dead-endpoint', list: 'dead-endpoints', placeholder: 'any', value: params.get('endpoint_id') || '', class: 'mono' });
+  const endpoints = el('datalist', { id: 'dead-endpoints' });
+  const reason = el('select', { id: 'dead-reason' }, el('option', { value: '', text: 'any' }),
+    ...DEAD_REASONS.map((r) => el('option', { value: r, text: r })));
+  reason.value = params.get('reason') || '';
+  const since = el('input', { id: 'dead-since', type: 'datetime-local', value: isoToLocalInput(params.get('since')) });
+  const until = el('input', { id: 'dead-until', type: 'datetime-local', value: isoToLocalInput(params.get('until')) });
+  const selectedBtn = el('button', { type: 'button', id: 'redrive-selected', disabled: true, text: 'Redrive selected' });
+  const allBtn = el('button', { type: 'button', id: 'redrive-all', class: 'danger', disabled: true, text: 'Redrive all matching' });
+  const hint = el('span', { class: 'muted small', id: 'redrive-hint' });
+  const progress = redriveProgress(ctx);
+  const selectAll = el('input', { type: 'checkbox', id: 'dead-select-all', 'aria-label': 'Select all shown' });
+
+  const filters = () => {
+    const p = new URLSearchParams();
+    setParam(p, 'endpoint_id', endpoint.value.trim());
+    setParam(p, 'reason', reason.value);
+    setParam(p, 'since', fromLocalInput(since.value));
+    setParam(p, 'until', fromLocalInput(until.value));
+    return p;
+  };
+  let searched = new URLSearchParams(); // the filters of the results shown
+  const boxes = () => [...view.querySelectorAll('input[data-letter-id]')];
+  const updateButtons = () => {
+    const n = boxes().filter((b) => b.checked).length;
+    selectedBtn.disabled = n === 0;
+    selectedBtn.textContent = n ? `Redrive selected (${n})` : 'Redrive selected';
+    allBtn.disabled = !searched.get('endpoint_id');
+    hint.textContent = allBtn.disabled
+      ? 'Filter by one endpoint to redrive all its matching letters.'
+      : 'Redrives every letter of the endpoint matching these filters, not only those shown.';
+  };
+
+  const page = searchPage(ctx, {
+    id: 'dead', title: 'Dead letters', path: '/v1/dead',
+    subtitle: 'Deliveries that failed for good, with their reason. Redrive sends them again, in the order they died.',
+    fields: [
+      el('label', {}, 'Endpoint', endpoint), endpoints,
+      el('label', {}, 'Reason', reason),
+      el('label', {}, 'Died after', since),
+      el('label', {}, 'Died before', until),
+    ],
+    extra: [el('div', { class: 'panel' }, el('div', { class: 'actions' }, selectedBtn, allBtn, hint), progress.node)],
+    columns: [el('th', {}, selectAll), th('Died'), th('Endpoint'), th('Reason'), th('Event'), th('Attempts', 'num'), th('Last error / detail')],
+    empty: 'No dead letters match.',
+    query: () => { searched = filters(); return searched; },
+    onResults: () => { selectAll.checked = false; updateButtons(); },
+    row: (l) => {
+      const d = l.delivery || {};
+      const detail = d.last_error || l.detail || '';
+      return el('tr', { 'data-letter-id': l.id },
+        td(el('input', { type: 'checkbox', 'data-letter-id': l.id, 'aria-label': 'Select ' + l.id, onchange: updateButtons })),
+        td(fmtTime(l.dead_at)),
+        td(l.endpoint_id ? endpointLink(l.endpoint_id) : '—'),
+        td(badge([l.reason, TERMINAL_REASONS.includes(l.reason) ? 'red' : 'amber'])),
+        td(d.event_id ? [el('span', { class: 'mono', text: d.event_id }), el('span', { class: 'sub', text: `${d.type} · ${d.entity} @ ${d.revision}` })] : el('span', { class: 'muted', text: l.source || '—' })),
+        td(num(d.attempts), 'num'),
+        td(detail, 'err', detail || undefined));
+    },
+  });
+  selectAll.addEventListener('change', () => { boxes().forEach((b) => { b.checked = selectAll.checked; }); updateButtons(); });
+
+  selectedBtn.addEventListener('click', () => act(selectedBtn, async () => {
+    const ids = boxes().filter((b) => b.checked).map((b) => b.dataset.letterId);
+    await progress.start({ ids });
+  }));
+  allBtn.addEventListener('click', () => act(allBtn, async () => {
+    const req = { endpoint_id: searched.get('endpoint_id') };
+    for (const k of ['reason', 'since', 'until']) if (searched.get(k)) req[k] = searched.get(k);
+    await progress.start(req);
+  }));
+
+  api('GET', '/v1/endpoints').then((list) => {
+    if (ctx.alive) endpoints.replaceChildren(...(list.data || []).map((ep) => el('option', { value: ep.id, text: `${ep.tenant} · ${ep.url}` })));
+  }, () => {});
+  updateButtons();
+  page.search();
+}
+
+function eventsPage(ctx, params) {
+  const since = el('input', { id: 'events-since', type: 'datetime-local', required: true,
+    value: isoToLocalInput(params.get('since')) || toLocalInput(new Date(Date.now() - 3600e3)) });
+  const until = el('input', { id: 'events-until', type: 'datetime-local', value: isoToLocalInput(params.get('until')) });
+  const text = (id, key, placeholder) => el('input', { id, placeholder, value: params.get(key) || '' });
+  const tenant = text('events-tenant', 'tenant', 'any');
+  const type = text('events-type', 'type', 'any');
+  const entity = text('events-entity', 'entity', 'any');
+
+  const page = searchPage(ctx, {
+    id: 'events', title: 'Events', path: '/v1/events',
+    subtitle: 'Events Laneway accepted, by the time Kafka stored them: "did you send it?"',
+    fields: [
+      el('label', {}, 'Accepted after', since),
+      el('label', {}, 'Accepted before', until),
+      el('label', {}, 'Tenant', tenant),
+      el('label', {}, 'Type', type),
+      el('label', {}, 'Entity', entity),
+    ],
+    columns: [th('Accepted'), th('Event'), th('Type'), th('Tenant'), th('Entity'), th('Revision', 'num'), th('Partition / offset', 'num'), th('Data')],
+    empty: 'No events in this range.',
+    query: () => {
+      const p = new URLSearchParams();
+      setParam(p, 'since', fromLocalInput(since.value));
+      setParam(p, 'until', fromLocalInput(until.value));
+      setParam(p, 'tenant', tenant.value.trim());
+      setParam(p, 'type', type.value.trim());
+      setParam(p, 'entity', entity.value.trim());
+      return p;
+    },
+    row: (ev) => {
+      const data = ev.data === undefined ? '' : JSON.stringify(ev.data);
+      return el('tr', { 'data-event-id': ev.id },
+        td(fmtTime(ev.accepted_at)),
+        td(ev.id, 'mono'),
+        td(ev.type),
+        td(ev.tenant),
+        td(ev.entity, 'mono'),
+        td(num(ev.revision), 'num'),
+        td(`${ev.partition} / ${ev.offset}`, 'num'),
+        td(clip(data, 120), 'clip mono', clip(data, 2000) || undefined));
+    },
+  });
+  page.search();
+}
+
+// ---------------------------------------------------------------- start
+
+updateSignout();
+route();
