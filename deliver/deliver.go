@@ -275,6 +275,14 @@ func withoutURL(err error) error {
 func (s *Sender) readResponse(resp *http.Response) Result {
 	res := Result{StatusCode: resp.StatusCode}
 	switch code := resp.StatusCode; {
+	case code < 200:
+		// Only 101 Switching Protocols reaches us (net/http consumes the
+		// other 1xx), and with an Upgrade header its body is the raw
+		// connection, which the attempt's deadline no longer covers: a
+		// receiver that upgrades and then goes quiet would hold the attempt
+		// forever. No 1xx has a body worth keeping, so it is not read.
+		res.Err = &StatusError{Code: code}
+		return res
 	case code >= 200 && code < 300:
 		drain(resp.Body)
 		return res

@@ -165,23 +165,3 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
-
-func FuzzParseRetryAfter(f *testing.F) {
-	for _, seed := range []string{"120", "0", "-1", "Wed, 21 Oct 2015 07:28:00 GMT", "99999999999999999999", " 5 ", "\x00"} {
-		f.Add(seed)
-	}
-	now := time.Date(2015, 10, 21, 7, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := deliver.ParseRetryAfter(v, now)
-		if d < 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %v: negative", v, d)
-		}
-		if !ok && d != 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %v, false: a refused value must be 0", v, d)
-		}
-		var p deliver.RetryPolicy
-		if delay := p.Delay(1, d, constant(0.5)); delay <= 0 || delay > deliver.DefaultRetryMax {
-			t.Fatalf("Delay with Retry-After %v = %v: outside (0, max]", d, delay)
-		}
-	})
-}

@@ -27,6 +27,7 @@ func newRules() rules {
 			"169.254.169.254/32", "cloud metadata", // AWS, GCP, Azure, OpenStack
 			"100.100.100.200/32", "cloud metadata", // Alibaba
 			"192.0.0.192/32", "cloud metadata", // Oracle
+			"168.63.129.16/32", "cloud metadata", // Azure WireServer and host agent, reachable from every Azure VM
 			"255.255.255.255/32", "broadcast",
 			"0.0.0.0/32", "unspecified",
 			"0.0.0.0/8", "this-network",
