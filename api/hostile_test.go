@@ -17,8 +17,8 @@ import (
 
 func TestHostileIngestRefusesBadEvents(t *testing.T) {
 	valid := `{"type":"t","tenant":"acme","entity":"order:1","revision":1,"data":{"k":"v"}}`
-	sized := func(n int) string { // a valid event of exactly n bytes
-		head, tail := `{"type":"t","tenant":"acme","entity":"e","data":"`, `"}`
+	sized := func(n int) string { // a valid, complete event of exactly n bytes (nothing left to fill in)
+		head, tail := `{"id":"e1","type":"t","tenant":"acme","entity":"e","occurred_at":"2026-01-01T00:00:00Z","data":"`, `"}`
 		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
 	}
 	cases := []struct{ name, body, reason string }{

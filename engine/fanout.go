@@ -200,8 +200,9 @@ func (f *Fanout) invalidEventRecord(r *kgo.Record, cause error, now time.Time) *
 	dl := event.DeadLetter{
 		ID:     fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset),
 		Reason: event.ReasonInvalidEvent, Detail: cause.Error(), DeadAt: now.UTC(),
-		Raw: r.Value, Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
+		Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
 	}
+	dl.SetRaw(r.Value)
 	value, _ := json.Marshal(&dl)
 	return &kgo.Record{Topic: f.cfg.Topics.Dead, Key: r.Key, Value: value}
 }

@@ -145,11 +145,13 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now tim
 		return deadWrite{}, true
 	}
 	if dec.err != nil {
-		return deadWrite{event.DeadLetter{
+		dl := event.DeadLetter{
 			ID: fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset), Reason: event.ReasonInvalidDelivery,
-			Detail: dec.err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key), Raw: r.Value,
+			Detail: dec.err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key),
 			Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
-		}, finish}, false
+		}
+		dl.SetRaw(r.Value)
+		return deadWrite{dl, finish}, false
 	}
 	d := dec.d
 	ep, ok := op.s.cfg.Endpoints.Get(d.EndpointID)

@@ -74,13 +74,32 @@ func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return env, invalid("trailing data after the JSON object")
 	}
+	grown := encodedGrowth(raw)
 	if env.ID == "" {
 		env.ID = uuid.NewString()
+		grown += len(`,"id":""`) + len(env.ID)
 	}
 	if env.OccurredAt.IsZero() {
 		env.OccurredAt = now.UTC()
+		grown += len(`,"occurred_at":""`) + len(time.RFC3339Nano)
+	}
+	if len(raw)+grown > MaxEnvelopeBytes {
+		// Accepted now, it would be refused once re-encoded downstream.
+		return env, invalid("event would be up to %d bytes once encoded (HTML-safe escaping, defaults filled), the limit is %d",
+			len(raw)+grown, MaxEnvelopeBytes)
+	}
+	if _, err := env.OccurredAt.MarshalJSON(); err != nil {
+		return env, invalid("occurred_at cannot be represented: %v", err)
 	}
 	return env, env.Validate()
+}
+
+// encodedGrowth bounds how much longer raw gets when Go's encoder writes
+// it again: <, > and & become \u00XX (5 more bytes each), and U+2028 and
+// U+2029 become \u2028 and \u2029 (3 more bytes each).
+func encodedGrowth(raw []byte) int {
+	n := 5 * (bytes.Count(raw, []byte("<")) + bytes.Count(raw, []byte(">")) + bytes.Count(raw, []byte("&")))
+	return n + 3*(bytes.Count(raw, []byte("\u2028"))+bytes.Count(raw, []byte("\u2029")))
 }
 
 // Validate checks the fields every envelope needs.
@@ -197,10 +216,28 @@ type DeadLetter struct {
 	DeadAt     time.Time `json:"dead_at"`
 	EndpointID string    `json:"endpoint_id,omitempty"`
 	Delivery   *Delivery `json:"delivery,omitempty"`
-	// Raw holds the original record value when it could not be parsed.
+	// Raw holds the original record value when it could not be parsed, cut
+	// to MaxDeadRawBytes (see SetRaw).
 	Raw []byte `json:"raw,omitempty"`
+	// RawSize is the original value's size when Raw was cut.
+	RawSize int `json:"raw_size,omitempty"`
 	// Source says where the raw record came from, as topic/partition/offset.
 	Source string `json:"source,omitempty"`
+}
+
+// MaxDeadRawBytes bounds the raw record a dead letter keeps. Raw bytes are
+// base64 in the letter (4/3 larger); a record near Kafka's size limit kept
+// whole would make a dead letter Kafka refuses, and the stage that writes
+// it would retry forever.
+const MaxDeadRawBytes = 256 << 10
+
+// SetRaw keeps raw in the letter, cut to MaxDeadRawBytes.
+func (l *DeadLetter) SetRaw(raw []byte) {
+	if len(raw) > MaxDeadRawBytes {
+		l.Raw, l.RawSize = raw[:MaxDeadRawBytes], len(raw)
+		return
+	}
+	l.Raw = raw
 }
 
 // deliveryTemplateID stands in for the endpoint id while a delivery is

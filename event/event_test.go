@@ -105,3 +105,15 @@ func TestDeliveryEncoderMatchesAFullEncode(t *testing.T) {
 		}
 	}
 }
+
+func TestDeadLetterKeepsABoundedRaw(t *testing.T) {
+	var small, big DeadLetter
+	small.SetRaw([]byte("abc"))
+	big.SetRaw(make([]byte, MaxDeadRawBytes+10))
+	if string(small.Raw) != "abc" || small.RawSize != 0 {
+		t.Fatalf("small raw %+v", small)
+	}
+	if len(big.Raw) != MaxDeadRawBytes || big.RawSize != MaxDeadRawBytes+10 {
+		t.Fatalf("big raw kept %d bytes, size %d", len(big.Raw), big.RawSize)
+	}
+}
