@@ -168,6 +168,15 @@ func (c *Cache) Warm(ctx context.Context, ids []string) error {
 	return err
 }
 
+// Loaded reports whether the breaker of endpointID is in memory (loaded,
+// or updated here), so a Warm for it would not go to Redis.
+func (c *Cache) Loaded(endpointID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[endpointID]
+	return ok
+}
+
 func (c *Cache) unknown(ids []string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

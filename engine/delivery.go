@@ -35,6 +35,7 @@ type Breakers interface {
 	Record(endpointID string, success bool, now time.Time) breaker.Breaker
 	Get(endpointID string) breaker.Breaker
 	Warm(ctx context.Context, ids []string) error
+	Loaded(endpointID string) bool
 	Flush(ctx context.Context) error
 	Forget(ids ...string)
 	Reset(endpointID string)

@@ -58,6 +58,10 @@ type laneState struct {
 	signer    *signing.Signer
 	secrets   []string // the secrets signer was built from
 	disabling bool     // a disable is already being written
+	// breakerLoaded is false until the breaker state a previous owner left
+	// in Redis is loaded: the lane starts nothing before, or a new owner
+	// would send a burst into an endpoint whose breaker is open.
+	breakerLoaded bool
 	// pausedUntil is when the endpoint's open breaker lets probes out.
 	pausedUntil time.Time
 }
@@ -213,26 +217,33 @@ func (op *ownedPartition) laneLocked(id string, maxConcurrency int) *laneState {
 	if !ok {
 		ls = &laneState{id: id, lane: NewLane(id, maxConcurrency), running: map[*Task]struct{}{}}
 		op.lanes[id] = ls
-		op.warmBreaker(id)
+		b := op.s.cfg.Breakers
+		ls.breakerLoaded = b == nil || b.Loaded(id)
+		if !ls.breakerLoaded {
+			op.warmBreaker(ls)
+		}
 	}
 	return ls
 }
 
 // warmBreaker loads, in the background, the breaker state a previous owner
-// left in Redis. Until it arrives the endpoint counts as closed, which is
-// also what a Redis flush gives: Redis holds no truth.
-func (op *ownedPartition) warmBreaker(id string) {
-	b := op.s.cfg.Breakers
-	if b == nil {
-		return
-	}
+// left in Redis, then lets the lane start. If Redis cannot answer (within
+// 5 s) the endpoint starts closed, which is also what a Redis flush gives:
+// Redis holds no truth.
+func (op *ownedPartition) warmBreaker(ls *laneState) {
 	op.s.background.Add(1)
 	go func() {
 		defer op.s.background.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := b.Warm(ctx, []string{id}); err != nil {
-			op.s.cfg.Logger.Debug("breaker state not loaded; starting closed", "endpoint", id, "err", err)
+		if err := op.s.cfg.Breakers.Warm(ctx, []string{ls.id}); err != nil {
+			op.s.cfg.Logger.Warn("breaker state not loaded; starting closed", "endpoint", ls.id, "err", err)
+		}
+		op.mu.Lock()
+		defer op.mu.Unlock()
+		ls.breakerLoaded = true
+		if op.lanes[ls.id] == ls {
+			op.pumpLocked(ls, op.s.cfg.Now())
 		}
 	}()
 }
@@ -277,8 +288,10 @@ func (op *ownedPartition) pumpLocked(ls *laneState, now time.Time) {
 	}
 	ep, ok := op.s.cfg.Endpoints.Get(ls.id)
 	deliverable := ok && ep.Status == endpoint.StatusActive
-	if deliverable && ep.Paused {
-		return // a paused endpoint starts nothing; maintain pumps it again on resume
+	if deliverable && (ep.Paused || !ls.breakerLoaded) {
+		// A paused endpoint starts nothing; maintain pumps it again on
+		// resume. An unloaded breaker: warmBreaker pumps once it is loaded.
+		return
 	}
 	due := now
 	if !deliverable {
