@@ -234,11 +234,14 @@ func (s *Sender) newRequest(ctx context.Context, r Request) (*http.Request, erro
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", s.cfg.UserAgent)
 	r.Signer.SetHeaders(h, r.MsgID, ts, r.Body)
-	// With an Idempotency-Key, net/http may resend a POST whose reused
-	// keep-alive connection turned out dead before any response byte,
-	// instead of failing the attempt and waiting out a retry delay.
-	// Receivers dedupe by webhook-id anyway, and the key is the same id.
+	// The key is the webhook-id, for receivers that dedupe by this header.
 	h.Set("Idempotency-Key", r.MsgID)
+	// With that header and a GetBody, net/http would resend the POST at
+	// once whenever a reused connection failed after the request was
+	// written, once per pooled connection: an immediate retry the contract
+	// rules out (the receiver may have acted on it). Without GetBody it
+	// resends only when nothing was written (a stale idle connection).
+	httpReq.GetBody = nil
 	return httpReq, nil
 }
 
