@@ -1,0 +1,102 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadEvents(t *testing.T) {
+	type got struct {
+		line int
+		ev   string
+		bad  bool
+	}
+	read := func(in string, single bool) ([]got, error) {
+		var out []got
+		err := readEvents(strings.NewReader(in), single, func(line int, ev []byte, perr error) error {
+			out = append(out, got{line, string(ev), perr != nil})
+			return nil
+		})
+		return out, err
+	}
+	for name, tc := range map[string]struct {
+		in     string
+		single bool
+		want   []got
+	}{
+		"ndjson":          {in: "{\"a\":1}\n\n{\"a\":2}\r\nnope\n{\"a\":3}", want: []got{{1, `{"a":1}`, false}, {3, `{"a":2}`, false}, {4, "nope", true}, {5, `{"a":3}`, false}}},
+		"indented":        {in: "\n{\n  \"a\": 1\n}\n", want: []got{{2, "{\n  \"a\": 1\n}", false}}},
+		"single line":     {in: `{"a":1}`, single: true, want: []got{{1, `{"a":1}`, false}}},
+		"blank":           {in: "\n \n", want: nil},
+		"neither":         {in: "{\n\"a\":\n", want: []got{{1, "", true}}},
+		"number split ok": {in: "{\"a\":1\n2}", want: []got{{1, "", true}}}, // 1 and 2 stay apart: not "12"
+	} {
+		res, err := read(tc.in, tc.single)
+		if err != nil || !slices.Equal(res, tc.want) {
+			t.Errorf("%s: %+v, %v; want %+v", name, res, err, tc.want)
+		}
+	}
+	if _, err := read("{\"a\":1}\n{\"a\":2}\n", true); err == nil || !strings.Contains(err.Error(), "exactly one") {
+		t.Errorf("two events with a key: %v", err)
+	}
+}
+
+func TestFlagsAfterArguments(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := fs.String("o", "table", "")
+	n := fs.Int("n", 0, "")
+	pos, err := parseInterspersed(fs, []string{"a", "-o", "json", "b", "--n=3", "--", "-c"})
+	if err != nil || *o != "json" || *n != 3 || !slices.Equal(pos, []string{"a", "b", "-c"}) {
+		t.Fatalf("pos %q o %q n %d err %v", pos, *o, *n, err)
+	}
+}
+
+func TestTimeFlag(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	f := timeFlag{now: func() time.Time { return now }}
+	if err := f.Set("90m"); err != nil || !f.t.Equal(now.Add(-90*time.Minute)) {
+		t.Errorf("90m: %v %v", f.t, err)
+	}
+	if err := f.Set("2026-01-02T03:04:05+01:00"); err != nil || !f.t.Equal(time.Date(2026, 1, 2, 2, 4, 5, 0, time.UTC)) {
+		t.Errorf("rfc3339: %v %v", f.t, err)
+	}
+	if err := f.Set("yesterday"); err == nil {
+		t.Error("yesterday accepted")
+	}
+}
+
+func TestClientFlagsFromEnvironment(t *testing.T) {
+	env := map[string]string{"LANEWAY_API": "http://api:1", "LANEWAY_ADMIN_TOKEN": "tok", "LANEWAY_OUTPUT": "json", "LANEWAY_URL": "http://nope"}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	cf := &clientFlags{}
+	cf.bind(fs)
+	url := fs.String("url", "", "")
+	if err := fs.Parse([]string{"--token", "flag-wins"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyCLIEnv(fs, func(k string) string { return env[k] }, isClientEnvFlag); err != nil {
+		t.Fatal(err)
+	}
+	if cf.api != "http://api:1" || cf.token != "flag-wins" || cf.output != "json" || *url != "" {
+		t.Errorf("api %q token %q output %q url %q", cf.api, cf.token, cf.output, *url)
+	}
+}
+
+func TestDemoFlagsFromEnvironment(t *testing.T) {
+	env := map[string]string{"LANEWAY_API": "http://laneway-1:8080", "LANEWAY_ADMIN_TOKEN": "tok", "LANEWAY_FLEET_LISTEN": "0.0.0.0:9100", "LANEWAY_RATE": "50"}
+	cfg, err := parseDemo([]string{"--fleet-host", "demo-fleet"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.api != "http://laneway-1:8080" || cfg.token != "tok" || cfg.fleetListen != "0.0.0.0:9100" || cfg.fleetHost != "demo-fleet" || cfg.rate != 50 {
+		t.Errorf("cfg = %+v", cfg)
+	}
+	if _, err := parseDemo([]string{"--coalesce-share", "2"}, noEnv, io.Discard); err == nil {
+		t.Error("--coalesce-share 2 accepted")
+	}
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/laneway/laneway/internal/client"
+)
+
+// endpointsGroup is `laneway endpoints ...`.
+func endpointsGroup() *group {
+	var (
+		create struct {
+			tenant, url, secret string
+			types               commaList
+			maxConcurrency      int
+		}
+		list struct {
+			tenant, sort string
+			limit        int
+		}
+		update struct {
+			url, status    optionalString
+			types          commaList
+			maxConcurrency optionalInt
+		}
+		rotate struct {
+			secret  string
+			overlap optionalDuration
+		}
+	)
+	return &group{
+		name:  "endpoints",
+		about: "Manage the endpoints Laneway delivers to.",
+		cmds: []*command{
+			{
+				name: "endpoints create", synopsis: "endpoints create --tenant T --url URL [flags]", args: 0,
+				about: "Create an endpoint. The answer shows its signing secret, the only time it is shown unasked.",
+				flags: func(fs *flag.FlagSet) {
+					fs.StringVar(&create.tenant, "tenant", "", "tenant whose events the endpoint receives (required)")
+					fs.StringVar(&create.url, "url", "", "URL deliveries are POSTed to (required)")
+					fs.Var(&create.types, "event-types", "comma-separated event types to receive (default: every type)")
+					fs.IntVar(&create.maxConcurrency, "max-concurrency", 0, "deliveries in flight at most (0: the server's default, 4)")
+					fs.StringVar(&create.secret, "secret", "", "whsec_ signing secret (default: generated)")
+				},
+				run: func(ctx context.Context, c cmdIO, _ []string) error {
+					if create.tenant == "" || create.url == "" {
+						return errors.New("--tenant and --url are required")
+					}
+					ep, err := c.c.CreateEndpoint(ctx, client.NewEndpoint{
+						Tenant: create.tenant, URL: create.url, EventTypes: create.types.values,
+						MaxConcurrency: create.maxConcurrency, Secret: create.secret,
+					})
+					if err != nil {
+						return err
+					}
+					if c.flags.json() {
+						return writeJSON(c.stdout, ep.Raw)
+					}
+					if err := printEndpoint(c, ep); err != nil {
+						return err
+					}
+					fmt.Fprintln(c.stdout, "\nKeep the secret: it is shown only now (later: laneway endpoints secret "+ep.ID+").")
+					return nil
+				},
+			},
+			{
+				name: "endpoints list", synopsis: "endpoints list [--tenant T] [--sort id|oldest_pending_age] [--limit N]", args: 0,
+				about: "List endpoints with their live health; --sort oldest_pending_age puts the most delayed first.",
+				flags: func(fs *flag.FlagSet) {
+					fs.StringVar(&list.tenant, "tenant", "", "only this tenant's endpoints")
+					fs.StringVar(&list.sort, "sort", "id", "id, or oldest_pending_age (most behind first)")
+					fs.IntVar(&list.limit, "limit", 0, "at most this many endpoints (0: all)")
+				},
+				run: func(ctx context.Context, c cmdIO, _ []string) error {
+					l, err := c.c.ListEndpoints(ctx, client.ListEndpointsOptions{Tenant: list.tenant, Sort: list.sort, Limit: list.limit})
+					if err != nil {
+						return err
+					}
+					if c.flags.json() {
+						return writeJSON(c.stdout, l.Raw)
+					}
+					t := newTable(c.stdout, "ID", "TENANT", "STATUS", "PAUSED", "MAX_CONC", "PENDING", "IN_FLIGHT", "PARKED", "OLDEST_PENDING", "BREAKER", "URL")
+					for _, e := range l.Data {
+						h := e.Health
+						if h == nil {
+							h = &client.EndpointHealth{Breaker: client.Breaker{State: "-"}}
+						}
+						t.row(e.ID, e.Tenant, e.Status, yesNo(e.Paused), strconv.Itoa(e.MaxConcurrency),
+							strconv.Itoa(h.Pending), strconv.Itoa(h.InFlight), parkedCell(h), fmtSeconds(h.OldestPendingAgeSeconds),
+							orDash(h.Breaker.State), e.URL)
+					}
+					if err := t.flush(); err != nil {
+						return err
+					}
+					if len(l.Data) == 0 {
+						fmt.Fprintln(c.stdout, "(no endpoints)")
+					}
+					return nil
+				},
+			},
+			{
+				name: "endpoints get", synopsis: "endpoints get <id>", args: 1,
+				about: "Show one endpoint and its health.",
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					ep, err := c.c.GetEndpoint(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					if c.flags.json() {
+						return writeJSON(c.stdout, ep.Raw)
+					}
+					return printEndpoint(c, ep)
+				},
+			},
+			{
+				name: "endpoints update", synopsis: "endpoints update <id> [--url U] [--max-concurrency N] [--event-types a,b] [--status active|disabled]", args: 1,
+				about: "Change an endpoint; only the flags given change. Concurrency changes apply live.",
+				flags: func(fs *flag.FlagSet) {
+					fs.Var(&update.url, "url", "new URL")
+					fs.Var(&update.maxConcurrency, "max-concurrency", "new concurrency limit")
+					fs.Var(&update.types, "event-types", `comma-separated event types ("" subscribes to every type)`)
+					fs.Var(&update.status, "status", "active or disabled (re-enabling clears the disabled reason)")
+				},
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					var u client.EndpointUpdate
+					if update.url.set {
+						u.URL = &update.url.s
+					}
+					if update.maxConcurrency.set {
+						u.MaxConcurrency = &update.maxConcurrency.n
+					}
+					if update.types.set {
+						u.EventTypes = &update.types.values
+					}
+					if update.status.set {
+						u.Status = &update.status.s
+					}
+					if u == (client.EndpointUpdate{}) {
+						return errors.New("nothing to change: give --url, --max-concurrency, --event-types or --status")
+					}
+					ep, err := c.c.UpdateEndpoint(ctx, args[0], u)
+					return showEndpoint(c, ep, err)
+				},
+			},
+			{
+				name: "endpoints pause", synopsis: "endpoints pause <id>", args: 1,
+				about: "Hold an endpoint's deliveries; they wait in Kafka until it is resumed.",
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					ep, err := c.c.PauseEndpoint(ctx, args[0])
+					return showEndpoint(c, ep, err)
+				},
+			},
+			{
+				name: "endpoints resume", synopsis: "endpoints resume <id>", args: 1,
+				about: "Let a paused endpoint's deliveries flow again.",
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					ep, err := c.c.ResumeEndpoint(ctx, args[0])
+					return showEndpoint(c, ep, err)
+				},
+			},
+			{
+				name: "endpoints rotate-secret", synopsis: "endpoints rotate-secret <id> [--secret whsec_…] [--overlap 24h]", args: 1,
+				about: "Put a new signing secret first; the old ones stay valid (and sign too) until the overlap ends.",
+				flags: func(fs *flag.FlagSet) {
+					fs.StringVar(&rotate.secret, "secret", "", "the new whsec_ secret (default: generated)")
+					fs.Var(&rotate.overlap, "overlap", "how long the old secrets stay valid; 0 retires them now (default: the server's, 24h)")
+				},
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					o := client.RotateOptions{Secret: rotate.secret}
+					if rotate.overlap.set {
+						o.Overlap = &rotate.overlap.d
+					}
+					s, err := c.c.RotateSecret(ctx, args[0], o)
+					return showSecrets(c, s, err)
+				},
+			},
+			{
+				name: "endpoints secret", synopsis: "endpoints secret <id>", args: 1,
+				about: "Show an endpoint's valid signing secrets (the reveal is logged).",
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					s, err := c.c.RevealSecret(ctx, args[0])
+					return showSecrets(c, s, err)
+				},
+			},
+			{
+				name: "endpoints delete", synopsis: "endpoints delete <id>", args: 1,
+				about: "Delete an endpoint; its pending deliveries become dead letters.",
+				run: func(ctx context.Context, c cmdIO, args []string) error {
+					if err := c.c.DeleteEndpoint(ctx, args[0]); err != nil {
+						return err
+					}
+					if c.flags.json() {
+						return encodeJSON(c.stdout, map[string]any{"id": args[0], "deleted": true})
+					}
+					fmt.Fprintf(c.stdout, "deleted %s\n", args[0])
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func showEndpoint(c cmdIO, ep client.Endpoint, err error) error {
+	if err != nil {
+		return err
+	}
+	if c.flags.json() {
+		return writeJSON(c.stdout, ep.Raw)
+	}
+	return printEndpoint(c, ep)
+}
+
+func showSecrets(c cmdIO, s client.Secrets, err error) error {
+	if err != nil {
+		return err
+	}
+	if c.flags.json() {
+		return writeJSON(c.stdout, s.Raw)
+	}
+	fmt.Fprintf(c.stdout, "Secrets of %s, newest first (deliveries carry one signature per valid secret):\n", s.EndpointID)
+	t := newTable(c.stdout, "SECRET", "EXPIRES_AT")
+	for _, sec := range s.Secrets {
+		exp := "never (current)"
+		if sec.ExpiresAt != nil {
+			exp = fmtTime(*sec.ExpiresAt)
+		}
+		t.row(sec.Secret, exp)
+	}
+	return t.flush()
+}
+
+// printEndpoint shows one endpoint as "key  value" lines.
+func printEndpoint(c cmdIO, e client.Endpoint) error {
+	types := strings.Join(e.EventTypes, ",")
+	if types == "" {
+		types = "(every type)"
+	}
+	t := newTable(c.stdout)
+	t.row("id", e.ID)
+	t.row("tenant", e.Tenant)
+	t.row("url", e.URL)
+	t.row("event_types", types)
+	t.row("max_concurrency", strconv.Itoa(e.MaxConcurrency))
+	t.row("status", e.Status)
+	if e.DisabledReason != "" {
+		t.row("disabled_reason", e.DisabledReason)
+	}
+	t.row("paused", yesNo(e.Paused))
+	t.row("created_at", fmtTime(e.CreatedAt))
+	t.row("updated_at", fmtTime(e.UpdatedAt))
+	if e.Secret != "" {
+		t.row("secret", e.Secret)
+	}
+	if h := e.Health; h != nil {
+		t.row("health:", "")
+		t.row("  pending", strconv.Itoa(h.Pending))
+		t.row("  in_flight", strconv.Itoa(h.InFlight))
+		t.row("  parked", parkedCell(h))
+		t.row("  oldest_pending_age", fmtSeconds(h.OldestPendingAgeSeconds))
+		br := h.Breaker.State
+		if h.Breaker.ConsecutiveFailures > 0 {
+			br += fmt.Sprintf(" (%d consecutive failures)", h.Breaker.ConsecutiveFailures)
+		}
+		if h.Breaker.PausedUntil != nil {
+			br += " until " + fmtTime(*h.Breaker.PausedUntil)
+		}
+		t.row("  breaker", br)
+		t.row("  last_success_at", fmtTimePtr(h.LastSuccessAt))
+		t.row("  last_error", orDash(truncate(h.LastError, 120)))
+		t.row("  last_error_at", fmtTimePtr(h.LastErrorAt))
+		t.row("  last_minute", fmt.Sprintf("delivered %d, failed %d, dead %d, superseded %d",
+			h.PerMinute.Delivered, h.PerMinute.Failed, h.PerMinute.Dead, h.PerMinute.Superseded))
+		t.row("  owner", orDash(h.Owner))
+	}
+	return t.flush()
+}
+
+func parkedCell(h *client.EndpointHealth) string {
+	switch {
+	case h.ParkedReason != "":
+		return fmt.Sprintf("%d (%s)", h.Parked, h.ParkedReason)
+	case h.Parked > 0:
+		return strconv.Itoa(h.Parked)
+	}
+	return "-"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRequestsCarryTokenAndJSON(t *testing.T) {
+	var got *http.Request
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"id":"ev1","partition":3,"offset":42}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL+"/", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PublishEvent(context.Background(), json.RawMessage(`{"type":"x"}`), "key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ID != "ev1" || res.Partition != 3 || res.Offset != 42 || !res.Duplicate || string(res.Raw) != `{"id":"ev1","partition":3,"offset":42}` {
+		t.Errorf("result = %+v", res)
+	}
+	if got.URL.Path != "/v1/events" || got.Header.Get("Authorization") != "Bearer s3cret" ||
+		got.Header.Get("Idempotency-Key") != "key-1" || got.Header.Get("Content-Type") != "application/json" || string(body) != `{"type":"x"}` {
+		t.Errorf("request: %s %v %s", got.URL, got.Header, body)
+	}
+}
+
+func TestQueryParameters(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		_, _ = w.Write([]byte(`{"data":[],"next_cursor":"","scanned":0}`))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "")
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+	if _, err := c.ListDead(context.Background(), DeadQuery{EndpointID: "ep_1", Since: since, Limit: 5, Cursor: "c/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "cursor=c%2F1&endpoint_id=ep_1&limit=5&since=2026-01-02T02%3A04%3A05Z"; query != want {
+		t.Errorf("query %q, want %q", query, want)
+	}
+}
+
+func TestAPIErrorsKeepTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"max_concurrency: must be between 1 and 1000","field":"max_concurrency"}`))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "")
+	_, err := c.CreateEndpoint(context.Background(), NewEndpoint{Tenant: "t", URL: "https://x", MaxConcurrency: -1})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Field != "max_concurrency" {
+		t.Fatalf("err = %#v", err)
+	}
+	if want := "API 400 Bad Request: max_concurrency: must be between 1 and 1000 (field: max_concurrency)"; err.Error() != want {
+		t.Errorf("message %q, want %q", err.Error(), want)
+	}
+}
+
+func TestNonJSONErrorAndNoRedirects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/endpoints/ep_1" {
+			http.Redirect(w, r, "http://elsewhere.invalid/", http.StatusFound)
+			return
+		}
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "tok")
+	_, err := c.GetEndpoint(context.Background(), "ep_1")
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusFound {
+		t.Fatalf("a redirect must not be followed: %v", err)
+	}
+	_, err = c.Health(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "bad gateway") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnreachableAPI(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	c, _ := New(strings.TrimPrefix(addr, "http://"), "") // scheme added
+	_, err := c.Health(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the Laneway API at "+addr) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := New("ftp://x", ""); err == nil {
+		t.Error("ftp:// accepted")
+	}
+}
