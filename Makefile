@@ -14,6 +14,8 @@ run:
 # Real Kafka + Redis, go test -race ./... ; pass ARGS="./engine/... -run X" to narrow.
 test:
 	bash scripts/testenv.sh test $(ARGS)
+	bash deploy/validate/install-promtool.sh
+	cd deploy/validate && $(GO) test -count=1 ./...
 
 # No services: tests that need Kafka/Redis skip without LANEWAY_TEST_* set.
 test-short:
