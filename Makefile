@@ -5,8 +5,10 @@ GO ?= go
 
 .PHONY: build run test test-short env-up env-down
 
+BIN ?= bin/laneway
+
 build:
-	$(GO) build -o bin/laneway ./cmd/laneway
+	$(GO) build -o $(BIN) ./cmd/laneway
 
 run:
 	$(GO) run ./cmd/laneway serve

@@ -126,13 +126,21 @@ func (f *Fanout) run(ctx context.Context) {
 		if fetches.NumRecords() == 0 {
 			continue
 		}
-		if err := f.transact(ctx, fetches); err != nil {
+		if err := f.transactDetached(ctx, fetches); err != nil {
 			f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
 			if !sleepCtx(ctx, time.Second) {
 				return
 			}
 		}
 	}
+}
+
+// transactDetached runs transact to its end even when Stop cancels ctx
+// meanwhile: a poll already taken is committed, not aborted and replayed.
+func (f *Fanout) transactDetached(ctx context.Context, fetches kgo.Fetches) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return f.transact(tctx, fetches)
 }
 
 // transact writes the deliveries (and dead letters) for one poll in one

@@ -185,7 +185,8 @@ func printWelcome(w io.Writer, a *app.App, withToken bool) {
 	}
 	base := "http://" + a.HTTPAddr()
 	fmt.Fprintf(w, `Laneway is running.
-  API and metrics: %[1]s   (/metrics, /healthz, /readyz)
+  Console:         %[1]s/
+  API and metrics: %[1]s   (/v1/..., /openapi.json, /metrics, /healthz, /readyz)
   Kafka:           %[2]s
   Redis:           %[3]s
 
