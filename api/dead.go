@@ -140,8 +140,5 @@ func (s *Server) getRedrive(w http.ResponseWriter, r *http.Request) {
 // jobJSON hides the job's internal cursor.
 func jobJSON(j deadletter.Job) deadletter.Job {
 	j.Cursor = ""
-	if j.Request.IDs == nil && j.Request.EndpointID == "" {
-		j.Request.IDs = []string{}
-	}
 	return j
 }

@@ -52,8 +52,15 @@ func toSecretsJSON(e endpoint.Endpoint, now time.Time) secretsJSON {
 // route that shows them.
 func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	var req rotateRequest
-	if r.ContentLength != 0 && !s.readStrict(w, r, &req) {
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
+	}
+	if len(body) > 0 { // the body is optional, however it is framed
+		if err := decodeStrict(body, &req); err != nil {
+			writeInvalid(w, err)
+			return
+		}
 	}
 	overlap := s.secretOverlap
 	if req.OverlapSeconds != nil {
