@@ -34,6 +34,7 @@ import (
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/inbound"
 	"github.com/laneway/laneway/notify"
 	"github.com/laneway/laneway/topics"
 )
@@ -415,6 +416,28 @@ func (a *App) startDeadLetters(producer *kgo.Client) error {
 	return nil
 }
 
+// startInbound runs the inbound front door (capture at POST /in/{source},
+// the verify stage, replay); it stops after the HTTP server.
+func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
+	in, err := inbound.New(inbound.Config{
+		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
+		Group: a.cfg.GroupPrefix + "-inbound", InstanceID: a.cfg.InstanceID,
+		SessionTimeout: a.cfg.SessionTimeout,
+		ClientOpts:     a.clientOpts, Registerer: a.registry, Logger: a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := in.Start(startCtx); err != nil {
+		in.Stop()
+		return nil, fmt.Errorf("inbound: %w", err)
+	}
+	a.onStop(in.Stop)
+	return in, nil
+}
+
 // registerSearchMetrics counts the records the searches read, which shows
 // they read time ranges rather than whole topics.
 func (a *App) registerSearchMetrics() {
@@ -437,7 +460,7 @@ func (a *App) registerSearchMetrics() {
 	}
 }
 
-func (a *App) startHTTP(context.Context) error {
+func (a *App) startHTTP(ctx context.Context) error {
 	producer, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.DefaultProduceTopic(a.cfg.Topics.Events),
@@ -450,11 +473,15 @@ func (a *App) startHTTP(context.Context) error {
 	if err := a.startDeadLetters(producer); err != nil {
 		return err
 	}
+	in, err := a.startInbound(ctx)
+	if err != nil {
+		return err
+	}
 	srv, err := api.New(api.Config{
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
-		Routes:  console.Routes(),
+		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), in.Routes()...),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
 	if err != nil {

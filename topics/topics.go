@@ -79,6 +79,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+func with(configs map[string]*string, key, value string) map[string]*string {
+	configs[key] = &value
+	return configs
+}
+
 func setString(s *string, def string) {
 	if *s == "" {
 		*s = def
@@ -108,7 +113,9 @@ func (c Config) specs() []spec {
 		{c.Deliveries, c.Partitions, retention(c.DeliveriesRetention)},
 		{c.Parked, c.Partitions, retention(c.DeliveriesRetention)},
 		{c.Dead, c.Partitions, retention(c.DeadRetention)},
-		{c.Inbound, c.Partitions, retention(c.InboundRetention)},
+		// Captured requests are kept whole: room for the 1 MiB default body
+		// limit plus headers, above Kafka's ~1 MB default.
+		{c.Inbound, c.Partitions, with(retention(c.InboundRetention), "max.message.bytes", "2097152")},
 		// One partition keeps every config change in one total order.
 		{c.Endpoints, 1, map[string]*string{"cleanup.policy": &compact}},
 		{c.Sources, 1, map[string]*string{"cleanup.policy": &compact}},

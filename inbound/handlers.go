@@ -1,0 +1,504 @@
+package inbound
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/laneway/laneway/internal/logscan"
+)
+
+// maxAdminBody caps the JSON bodies of the admin routes.
+const maxAdminBody = 256 << 10
+
+type errorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// writeJSON answers with v and returns the status, for the ACK metric.
+func writeJSON(w http.ResponseWriter, status int, v any) int {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"could not encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n')) // a failed write means the client left
+	return status
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) int {
+	return writeJSON(w, status, errorBody{Error: msg})
+}
+
+func writeInvalid(w http.ResponseWriter, err error) int {
+	body := errorBody{Error: err.Error()}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		body.Field = ve.Field
+	}
+	return writeJSON(w, http.StatusBadRequest, body)
+}
+
+// readBody reads an admin request body within maxAdminBody; it answers
+// the request itself and returns false when the body cannot be used.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "could not read the request body")
+		return nil, false
+	}
+	return body, true
+}
+
+// decodeStrict decodes exactly one JSON object into v, refusing unknown
+// fields; it answers the request itself and returns false on failure.
+func decodeStrict(w http.ResponseWriter, body []byte, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			writeInvalid(w, &ValidationError{Field: strings.Trim(name, `"`), Reason: "is not a known field"})
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeInvalid(w, &ValidationError{Field: "body", Reason: "has data after the JSON object"})
+		return false
+	}
+	return true
+}
+
+// readStrict reads the body and decodes it strictly into v.
+func readStrict(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, ok := readBody(w, r)
+	return ok && decodeStrict(w, body, v)
+}
+
+// sourceJSON is a source as the API shows it: secrets only in the create,
+// rotate and reveal responses.
+type sourceJSON struct {
+	ID                string            `json:"id"`
+	Kind              string            `json:"kind"`
+	Tenant            string            `json:"tenant"`
+	CapturePath       string            `json:"capture_path"`
+	ToleranceSeconds  int64             `json:"tolerance_seconds"`
+	MaxBodyBytes      int64             `json:"max_body_bytes"`
+	TypeField         string            `json:"type_field"`
+	TypePrefix        string            `json:"type_prefix"`
+	TypeMap           map[string]string `json:"type_map"`
+	EntityField       string            `json:"entity_field"`
+	RevisionField     string            `json:"revision_field"`
+	Coalesce          bool              `json:"coalesce"`
+	HasPreviousSecret bool              `json:"has_previous_secret"`
+	CreatedAt         time.Time         `json:"created_at"`
+	UpdatedAt         time.Time         `json:"updated_at"`
+	Secret            string            `json:"secret,omitempty"`
+	PreviousSecret    string            `json:"previous_secret,omitempty"`
+}
+
+func toSourceJSON(s Source, withSecrets bool) sourceJSON {
+	out := sourceJSON{
+		ID: s.ID, Kind: s.Kind, Tenant: s.Tenant, CapturePath: "/in/" + s.ID,
+		ToleranceSeconds: s.ToleranceSeconds, MaxBodyBytes: s.MaxBodyBytes,
+		TypeField: s.TypeField, TypePrefix: s.TypePrefix, TypeMap: s.TypeMap,
+		EntityField: s.EntityField, RevisionField: s.RevisionField, Coalesce: s.Coalesce,
+		HasPreviousSecret: s.PreviousSecret != "", CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+	}
+	if out.TypeMap == nil {
+		out.TypeMap = map[string]string{}
+	}
+	if withSecrets {
+		out.Secret, out.PreviousSecret = s.Secret, s.PreviousSecret
+	}
+	return out
+}
+
+// sourceRequest is the body of POST /v1/inbound/sources and PATCH
+// /v1/inbound/sources/{id}. Pointers tell an absent field (default, or
+// unchanged) from a given one.
+type sourceRequest struct {
+	ID               string             `json:"id"`
+	Kind             string             `json:"kind"`
+	Tenant           *string            `json:"tenant"`
+	Secret           *string            `json:"secret"`
+	PreviousSecret   *string            `json:"previous_secret"`
+	ToleranceSeconds *int64             `json:"tolerance_seconds"`
+	MaxBodyBytes     *int64             `json:"max_body_bytes"`
+	TypeField        *string            `json:"type_field"`
+	TypePrefix       *string            `json:"type_prefix"`
+	TypeMap          *map[string]string `json:"type_map"`
+	EntityField      *string            `json:"entity_field"`
+	RevisionField    *string            `json:"revision_field"`
+	Coalesce         *bool              `json:"coalesce"`
+}
+
+// apply sets every given field on s.
+func (q *sourceRequest) apply(s *Source) {
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&s.Tenant, q.Tenant)
+	set(&s.Secret, q.Secret)
+	set(&s.PreviousSecret, q.PreviousSecret)
+	set(&s.TypeField, q.TypeField)
+	set(&s.TypePrefix, q.TypePrefix)
+	set(&s.EntityField, q.EntityField)
+	set(&s.RevisionField, q.RevisionField)
+	if q.ToleranceSeconds != nil {
+		s.ToleranceSeconds = *q.ToleranceSeconds
+	}
+	if q.MaxBodyBytes != nil {
+		s.MaxBodyBytes = *q.MaxBodyBytes
+	}
+	if q.TypeMap != nil {
+		s.TypeMap = *q.TypeMap
+	}
+	if q.Coalesce != nil {
+		s.Coalesce = *q.Coalesce
+	}
+}
+
+func (s *Service) createSource(w http.ResponseWriter, r *http.Request) {
+	var req sourceRequest
+	if !readStrict(w, r, &req) {
+		return
+	}
+	now := s.cfg.Now().UTC()
+	src := Source{ID: req.ID, Kind: req.Kind, TypePrefix: DefaultTypePrefix(req.Kind), CreatedAt: now, UpdatedAt: now}
+	req.apply(&src)
+	if req.Secret == nil {
+		if secret, ok := NewSecret(src.Kind); ok {
+			src.Secret = secret
+		}
+	}
+	src.SetDefaults()
+	if err := src.Validate(); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, exists := s.sources.Get(src.ID); exists {
+		writeError(w, http.StatusConflict, "source "+src.ID+" already exists")
+		return
+	}
+	if s.putSource(w, r, src) {
+		w.Header().Set("Location", "/v1/inbound/sources/"+src.ID)
+		writeJSON(w, http.StatusCreated, toSourceJSON(src, true))
+	}
+}
+
+func (s *Service) putSource(w http.ResponseWriter, r *http.Request, src Source) bool {
+	if err := s.sources.Put(r.Context(), src); err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			writeInvalid(w, err)
+			return false
+		}
+		s.logger.ErrorContext(r.Context(), "inbound: storing a source failed", "source", src.ID, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "could not store the source, retry")
+		return false
+	}
+	return true
+}
+
+func (s *Service) listSources(w http.ResponseWriter, _ *http.Request) {
+	list := s.sources.List()
+	out := make([]sourceJSON, 0, len(list))
+	for _, src := range list {
+		out = append(out, toSourceJSON(src, false))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": out})
+}
+
+func (s *Service) getSource(w http.ResponseWriter, r *http.Request) {
+	src, ok := s.sources.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "source not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, toSourceJSON(src, false))
+}
+
+func (s *Service) patchSource(w http.ResponseWriter, r *http.Request) {
+	var req sourceRequest
+	if !readStrict(w, r, &req) {
+		return
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	src, ok := s.sources.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "source not found")
+		return
+	}
+	if (req.ID != "" && req.ID != src.ID) || (req.Kind != "" && req.Kind != src.Kind) {
+		writeInvalid(w, &ValidationError{Field: "id", Reason: "id and kind cannot change; create a new source"})
+		return
+	}
+	req.apply(&src)
+	src.UpdatedAt = s.cfg.Now().UTC()
+	if err := src.Validate(); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	if s.putSource(w, r, src) {
+		writeJSON(w, http.StatusOK, toSourceJSON(src, false))
+	}
+}
+
+func (s *Service) deleteSource(w http.ResponseWriter, r *http.Request) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	err := s.sources.Delete(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, ErrSourceNotFound):
+		writeError(w, http.StatusNotFound, "source not found")
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "could not delete the source, retry")
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+type secretsJSON struct {
+	SourceID       string `json:"source_id"`
+	Secret         string `json:"secret"`
+	PreviousSecret string `json:"previous_secret,omitempty"`
+}
+
+// rotateSecret makes {"secret": new} (generated for github and standard
+// when absent) the current secret and the current one the previous, so
+// requests signed with either verify while the provider switches. Setting
+// previous_secret to "" with PATCH ends the overlap.
+func (s *Service) rotateSecret(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Secret string `json:"secret"`
+	}
+	body, ok := readBody(w, r)
+	if !ok || (len(body) > 0 && !decodeStrict(w, body, &req)) { // the body is optional, however it is framed
+		return
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	src, ok := s.sources.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "source not found")
+		return
+	}
+	if req.Secret == "" {
+		secret, ok := NewSecret(src.Kind)
+		if !ok {
+			writeInvalid(w, &ValidationError{Field: "secret", Reason: "is required for " + src.Kind + " sources: copy the new one from the provider"})
+			return
+		}
+		req.Secret = secret
+	}
+	src.PreviousSecret, src.Secret = src.Secret, req.Secret
+	src.UpdatedAt = s.cfg.Now().UTC()
+	if err := src.Validate(); err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	if s.putSource(w, r, src) {
+		writeJSON(w, http.StatusOK, secretsJSON{SourceID: src.ID, Secret: src.Secret, PreviousSecret: src.PreviousSecret})
+	}
+}
+
+func (s *Service) revealSecret(w http.ResponseWriter, r *http.Request) {
+	src, ok := s.sources.Get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "source not found")
+		return
+	}
+	s.logger.InfoContext(r.Context(), "inbound: source secret revealed", "source", src.ID)
+	writeJSON(w, http.StatusOK, secretsJSON{SourceID: src.ID, Secret: src.Secret, PreviousSecret: src.PreviousSecret})
+}
+
+// listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.
+func (s *Service) listRequests(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter := Filter{Source: q.Get("source"), Status: q.Get("status"), Job: q.Get("job")}
+	switch filter.Status {
+	case "", StatusPending, StatusVerified, StatusRejected, StatusDuplicate:
+	default:
+		writeInvalid(w, &ValidationError{Field: "status", Reason: "must be pending, verified, rejected or duplicate"})
+		return
+	}
+	var err error
+	if filter.Since, err = parseTime(q.Get("since"), "since"); err == nil {
+		filter.Until, err = parseTime(q.Get("until"), "until")
+	}
+	limit := logscan.DefaultLimit
+	if err == nil && q.Get("limit") != "" {
+		limit, err = strconv.Atoi(q.Get("limit"))
+		if err != nil || limit < 1 || limit > logscan.MaxLimit {
+			err = &ValidationError{Field: "limit", Reason: "must be between 1 and " + strconv.Itoa(logscan.MaxLimit)}
+		}
+	}
+	if err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	page, err := s.finder.Find(r.Context(), filter, q.Get("cursor"), limit)
+	switch {
+	case errors.Is(err, logscan.ErrBadCursor):
+		writeInvalid(w, &ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
+	case err != nil:
+		s.logger.ErrorContext(r.Context(), "inbound: listing failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "listing failed, retry: "+err.Error())
+	default:
+		writeJSON(w, http.StatusOK, page)
+	}
+}
+
+func parseTime(v, field string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &ValidationError{Field: field, Reason: "must be an RFC 3339 time"}
+	}
+	return t, nil
+}
+
+// requestJSON is a captured request as received. body_base64 is exact;
+// body is the same bytes as a string when they are valid UTF-8.
+type requestJSON struct {
+	ID         string      `json:"id"`
+	Source     string      `json:"source"`
+	ReceivedAt time.Time   `json:"received_at"`
+	Method     string      `json:"method"`
+	Path       string      `json:"path"`
+	Host       string      `json:"host"`
+	RemoteAddr string      `json:"remote_addr"`
+	Headers    http.Header `json:"headers"`
+	BodyBytes  int         `json:"body_bytes"`
+	BodyBase64 string      `json:"body_base64"`
+	Body       *string     `json:"body,omitempty"`
+	Truncated  bool        `json:"truncated,omitempty"`
+	Refused    string      `json:"refused,omitempty"`
+	Detail     string      `json:"detail,omitempty"`
+	ReplayOf   string      `json:"replay_of,omitempty"`
+	Action     string      `json:"action,omitempty"`
+	Job        string      `json:"job,omitempty"`
+}
+
+func (s *Service) getRequest(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.lookupCapture(w, r)
+	if !ok {
+		return
+	}
+	out := requestJSON{
+		ID: c.ID, Source: c.Source, ReceivedAt: c.ReceivedAt, Method: c.Method, Path: c.Path, Host: c.Host,
+		RemoteAddr: c.RemoteAddr, Headers: c.Header, BodyBytes: len(c.Body),
+		BodyBase64: base64.StdEncoding.EncodeToString(c.Body), Truncated: c.Truncated,
+		Refused: c.Reject, Detail: c.Detail, ReplayOf: c.ReplayOf, Action: c.Action, Job: c.Job,
+	}
+	if utf8.Valid(c.Body) {
+		body := string(c.Body)
+		out.Body = &body
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getRequestBody answers with the captured body bytes, exactly. It is
+// served as an attachment of type application/octet-stream whatever the
+// sender declared, so a browser never renders it.
+func (s *Service) getRequestBody(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.lookupCapture(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+c.ID+`.body"`)
+	w.Header().Set("Content-Length", strconv.Itoa(len(c.Body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(c.Body)
+}
+
+func (s *Service) lookupCapture(w http.ResponseWriter, r *http.Request) (Capture, bool) {
+	id := r.PathValue("id")
+	if _, _, ok := ParseRequestID(id); !ok {
+		writeError(w, http.StatusNotFound, "request not found")
+		return Capture{}, false
+	}
+	c, ok, err := s.finder.Get(r.Context(), id)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "could not read the request, retry: "+err.Error())
+		return Capture{}, false
+	case !ok:
+		writeError(w, http.StatusNotFound, "request not found")
+		return Capture{}, false
+	}
+	return c, true
+}
+
+// submitReplay answers POST /v1/inbound/replays: 202 with the job when
+// this call started (or resumed) it, 200 with its progress when the same
+// request (same body, or same Idempotency-Key) already did.
+func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
+	var req ReplayRequest
+	if !readStrict(w, r, &req) {
+		return
+	}
+	if req.Source != "" {
+		if _, ok := s.sources.Get(req.Source); !ok {
+			writeError(w, http.StatusNotFound, "source not found")
+			return
+		}
+	}
+	job, created, err := s.replays.Submit(r.Context(), req, r.Header.Get("Idempotency-Key"))
+	var re *RequestError
+	switch {
+	case errors.As(err, &re):
+		writeError(w, http.StatusBadRequest, re.Error())
+		return
+	case err != nil:
+		s.logger.ErrorContext(r.Context(), "inbound: replay failed to start", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "could not start the replay, retry: "+err.Error())
+		return
+	}
+	w.Header().Set("Location", "/v1/inbound/replays/"+job.ID)
+	status := http.StatusOK
+	if created {
+		status = http.StatusAccepted
+	}
+	job.Cursor = ""
+	writeJSON(w, status, job)
+}
+
+func (s *Service) getReplay(w http.ResponseWriter, r *http.Request) {
+	job, ok, err := s.replays.Get(r.Context(), r.PathValue("id"))
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "could not read the replay, retry: "+err.Error())
+	case !ok:
+		writeError(w, http.StatusNotFound, "replay not found")
+	default:
+		job.Cursor = ""
+		writeJSON(w, http.StatusOK, job)
+	}
+}

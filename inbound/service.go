@@ -1,0 +1,339 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/topics"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultGroup           = "laneway-inbound"
+	DefaultDedupWindow     = 30 * 24 * time.Hour
+	DefaultKeyPrefix       = "laneway:"
+	DefaultCaptureTimeout  = 10 * time.Second
+	DefaultVerifyBatchWait = 50 * time.Millisecond
+	DefaultReplayPageSize  = 500
+	DefaultReplayJobTTL    = 7 * 24 * time.Hour
+	DefaultReplayLease     = 30 * time.Second
+	// kafkaDefaultBatchBytes is franz-go's (and old Kafka's) batch limit,
+	// used until the inbound topic's own max.message.bytes is known.
+	kafkaDefaultBatchBytes = 1_000_012
+)
+
+// Config configures a Service. Zero values take the documented defaults.
+type Config struct {
+	// Brokers to connect to. Required.
+	Brokers []string
+	// Topics names the topics; the front door uses Inbound (captures and
+	// outcomes), Sources (compacted source config) and Events (where
+	// verified events go). Default: topics.Config{}.WithDefaults().
+	Topics topics.Config
+	// Redis holds dedup claims and replay job progress. Required. Redis
+	// holds no truth: when it fails, requests are forwarded without dedup.
+	Redis redis.UniversalClient
+	// Group is the verify stage's consumer group. Default "laneway-inbound".
+	Group string
+	// TransactionalID prefix of the verify stage; the instance id is
+	// appended. Default: Group.
+	TransactionalID string
+	// InstanceID must be stable across restarts (a restart then fences the
+	// previous run's open transaction) and unique among instances.
+	// Default: the hostname.
+	InstanceID string
+	// SessionTimeout of the verify group. Default 0: Kafka's 45 s.
+	SessionTimeout time.Duration
+	// VerifyBatchWait is how long the verify stage lets the broker gather
+	// captures (up to 256 KiB) before a poll returns: each poll is one
+	// transaction, so a short wait trades a little verification delay for
+	// far fewer transactions at low rates. Default 50 ms.
+	VerifyBatchWait time.Duration
+	// DedupWindow is how long a forwarded event's dedup key is remembered.
+	// Default 30 days.
+	DedupWindow time.Duration
+	// KeyPrefix prefixes every Redis key. Default "laneway:".
+	KeyPrefix string
+	// CaptureTimeout bounds the wait for Kafka's acknowledgement of a
+	// capture; past it the sender gets 503 and retries. Default 10 s.
+	CaptureTimeout time.Duration
+	// CaptureOnly runs the front door, the admin API and replays without
+	// the verify stage, for instances that only take requests while others
+	// verify. Default false.
+	CaptureOnly bool
+	// ReplayPageSize is the number of requests a replay job reads and
+	// copies per step. Default 500.
+	ReplayPageSize int
+	// ReplayJobTTL is how long a replay job's progress stays readable.
+	// Default 7 days.
+	ReplayJobTTL time.Duration
+	// ReplayLease is how long a replay job's runner may go silent before a
+	// repeated request resumes it elsewhere. Default 30 s.
+	ReplayLease time.Duration
+	// ClientOpts returns extra franz-go options for each client by name
+	// ("inbound-capture", "inbound-verify", "inbound-sources",
+	// "inbound-search"): metrics hooks, TLS, SASL. Default: none.
+	ClientOpts func(name string) []kgo.Opt
+	// Registerer receives the laneway_inbound_* metrics. Default: a
+	// private registry (the metrics are kept but not exported).
+	Registerer prometheus.Registerer
+	// Logger. Secrets and bodies are never logged. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for receive and verify times. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("inbound: Config.Brokers is required")
+	}
+	if c.Redis == nil {
+		return errors.New("inbound: Config.Redis is required")
+	}
+	c.Topics = c.Topics.WithDefaults()
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.TransactionalID == "" {
+		c.TransactionalID = c.Group
+	}
+	if c.InstanceID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "laneway"
+		}
+		c.InstanceID = host
+	}
+	setDuration(&c.VerifyBatchWait, DefaultVerifyBatchWait)
+	setDuration(&c.DedupWindow, DefaultDedupWindow)
+	setDuration(&c.CaptureTimeout, DefaultCaptureTimeout)
+	setDuration(&c.ReplayJobTTL, DefaultReplayJobTTL)
+	setDuration(&c.ReplayLease, DefaultReplayLease)
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.ReplayPageSize <= 0 {
+		c.ReplayPageSize = DefaultReplayPageSize
+	}
+	if c.ClientOpts == nil {
+		c.ClientOpts = func(string) []kgo.Opt { return nil }
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Service is the inbound front door: the capture handler, the verify
+// stage, the source store, the listing and the replay jobs. Create it with
+// New, mount Routes, Start it before serving, Stop it after the HTTP
+// server has stopped.
+type Service struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+
+	sources  *SourceStore
+	producer *kgo.Client // captures and replay copies, acks=all
+	search   *kgo.Client // listing and reads by id
+	finder   *Finder
+	verifier *verifier // nil when CaptureOnly
+	replays  *replayer
+
+	// inboundBatchBytes is the inbound topic's max.message.bytes, read at
+	// Start, so that a capture up to that size goes out as one batch.
+	inboundBatchBytes atomic.Int32
+	started           atomic.Bool
+	stopOnce          sync.Once
+
+	// writeMu serialises this process's source read-modify-writes.
+	writeMu sync.Mutex
+}
+
+// New checks cfg and creates the clients; nothing is read or consumed
+// until Start.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, logger: cfg.Logger, metrics: newMetrics(cfg.Registerer)}
+	var err error
+	defer func() {
+		if err != nil {
+			if s.sources != nil {
+				s.sources.client.Close()
+			}
+			s.closeClients()
+		}
+	}()
+	if s.sources, err = newSourceStore(cfg.Brokers, cfg.Topics.Sources, cfg.Logger, cfg.ClientOpts("inbound-sources")); err != nil {
+		return nil, err
+	}
+	if s.producer, err = kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0), // batches form while a produce is in flight
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerBatchMaxBytesFn(s.batchBytes),
+	}, cfg.ClientOpts("inbound-capture")...)...); err != nil {
+		return nil, fmt.Errorf("inbound capture client: %w", err)
+	}
+	if s.search, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts("inbound-search")...)...); err != nil {
+		return nil, fmt.Errorf("inbound search client: %w", err)
+	}
+	s.finder = newFinder(s.search, cfg.Topics.Inbound, cfg.Group)
+	if !cfg.CaptureOnly {
+		if s.verifier, err = newVerifier(verifierConfig{
+			brokers: cfg.Brokers, inboundTopic: cfg.Topics.Inbound, eventsTopic: cfg.Topics.Events,
+			group: cfg.Group, transactionalID: cfg.TransactionalID + "-" + cfg.InstanceID,
+			sessionTimeout: cfg.SessionTimeout, batchWait: cfg.VerifyBatchWait, clientOpts: cfg.ClientOpts("inbound-verify"),
+			sources: s.sources, metrics: s.metrics, logger: cfg.Logger, now: cfg.Now,
+			dedup: &deduper{rdb: cfg.Redis, prefix: cfg.KeyPrefix, window: cfg.DedupWindow},
+		}); err != nil {
+			return nil, err
+		}
+	}
+	s.replays = newReplayer(replayConfig{
+		finder: s.finder, producer: s.producer, topic: cfg.Topics.Inbound, redis: cfg.Redis,
+		prefix: cfg.KeyPrefix, pageSize: cfg.ReplayPageSize, jobTTL: cfg.ReplayJobTTL, lease: cfg.ReplayLease,
+		metrics: s.metrics, logger: cfg.Logger, now: cfg.Now,
+	})
+	return s, nil
+}
+
+func (s *Service) batchBytes(topic string) int32 {
+	if topic == s.cfg.Topics.Inbound {
+		if n := s.inboundBatchBytes.Load(); n > 0 {
+			return n
+		}
+	}
+	return kafkaDefaultBatchBytes
+}
+
+// Start loads the source config, reads the inbound topic's message size
+// limit and starts the verify stage (unless CaptureOnly). The topics must
+// exist (topics.Ensure creates them).
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.sources.Start(ctx); err != nil {
+		return fmt.Errorf("load inbound sources: %w", err)
+	}
+	s.inboundBatchBytes.Store(s.maxMessageBytes(ctx))
+	if s.verifier != nil {
+		s.verifier.start()
+	}
+	s.started.Store(true)
+	return nil
+}
+
+// maxMessageBytes reads the inbound topic's max.message.bytes (the
+// broker's default when the topic sets none).
+func (s *Service) maxMessageBytes(ctx context.Context) int32 {
+	rcs, err := kadm.NewClient(s.search).DescribeTopicConfigs(ctx, s.cfg.Topics.Inbound)
+	if err == nil {
+		var rc kadm.ResourceConfig
+		if rc, err = rcs.On(s.cfg.Topics.Inbound, nil); err == nil && rc.Err == nil {
+			for _, c := range rc.Configs {
+				if c.Key == "max.message.bytes" && c.Value != nil {
+					if n, err := strconv.ParseInt(*c.Value, 10, 32); err == nil && n >= 1024 {
+						return int32(n)
+					}
+				}
+			}
+		}
+	}
+	s.logger.Warn("could not read the inbound topic's max.message.bytes; captures over ~1 MB will get 413", "topic", s.cfg.Topics.Inbound, "err", err)
+	return kafkaDefaultBatchBytes
+}
+
+// Stop stops replay jobs (their progress saved), the verify stage (its
+// current transaction finished) and the source store, and closes the
+// clients. Stop the HTTP server first: captures after Stop get 503.
+func (s *Service) Stop() {
+	s.stopOnce.Do(func() {
+		s.started.Store(false)
+		s.replays.stop()
+		if s.verifier != nil {
+			s.verifier.stop()
+		}
+		s.sources.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.producer.Flush(ctx) // the refused requests still being kept
+		s.closeClients()
+	})
+}
+
+func (s *Service) closeClients() {
+	if s.producer != nil {
+		s.producer.Close()
+	}
+	if s.search != nil {
+		s.search.Close()
+	}
+}
+
+// Sources is the source config store.
+func (s *Service) Sources() *SourceStore { return s.sources }
+
+// Finder lists and reads captured requests.
+func (s *Service) Finder() *Finder { return s.finder }
+
+// Routes are the front door's handlers, for api.Config.Routes:
+//
+//	POST   /in/{source}                             public: the capture front door
+//	POST   /v1/inbound/sources                      create a source (201, secrets shown once)
+//	GET    /v1/inbound/sources                      list sources (no secrets)
+//	GET    /v1/inbound/sources/{id}                 one source (no secrets)
+//	PATCH  /v1/inbound/sources/{id}                 change settings
+//	DELETE /v1/inbound/sources/{id}                 delete (204)
+//	POST   /v1/inbound/sources/{id}/secret/rotate   new current secret, old one kept as previous
+//	GET    /v1/inbound/sources/{id}/secret          reveal the secrets
+//	GET    /v1/inbound/requests                     list by source, status, job, since, until
+//	GET    /v1/inbound/requests/{id}                one captured request, headers and body
+//	GET    /v1/inbound/requests/{id}/body           its body bytes, exactly
+//	POST   /v1/inbound/replays                      re-verify or re-publish (202, background job)
+//	GET    /v1/inbound/replays/{id}                 replay progress
+func (s *Service) Routes() []api.Route {
+	admin := func(pattern string, h http.HandlerFunc) api.Route { return api.Route{Pattern: pattern, Handler: h} }
+	return []api.Route{
+		{Pattern: "POST /in/{source}", Handler: http.HandlerFunc(s.capture), Public: true},
+		admin("POST /v1/inbound/sources", s.createSource),
+		admin("GET /v1/inbound/sources", s.listSources),
+		admin("GET /v1/inbound/sources/{id}", s.getSource),
+		admin("PATCH /v1/inbound/sources/{id}", s.patchSource),
+		admin("DELETE /v1/inbound/sources/{id}", s.deleteSource),
+		admin("POST /v1/inbound/sources/{id}/secret/rotate", s.rotateSecret),
+		admin("GET /v1/inbound/sources/{id}/secret", s.revealSecret),
+		admin("GET /v1/inbound/requests", s.listRequests),
+		admin("GET /v1/inbound/requests/{id}", s.getRequest),
+		admin("GET /v1/inbound/requests/{id}/body", s.getRequestBody),
+		admin("POST /v1/inbound/replays", s.submitReplay),
+		admin("GET /v1/inbound/replays/{id}", s.getReplay),
+	}
+}
