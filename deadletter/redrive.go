@@ -461,11 +461,18 @@ func (r *Redriver) markSent(ctx context.Context, letters []Letter) {
 }
 
 func (r *Redriver) markerKey(l Letter) string {
-	return r.cfg.KeyPrefix + "redriven:" + strconv.Itoa(int(l.Partition)) + ":" + strconv.FormatInt(l.Offset, 10)
+	// The topic is part of the key: Laneways with other topic prefixes may
+	// share the Redis.
+	return r.cfg.KeyPrefix + "redriven:" + r.cfg.Finder.topic + ":" + strconv.Itoa(int(l.Partition)) + ":" + strconv.FormatInt(l.Offset, 10)
 }
 
-func (r *Redriver) jobKey(id string) string   { return r.cfg.KeyPrefix + "redrive:" + id }
-func (r *Redriver) leaseKey(id string) string { return r.cfg.KeyPrefix + "redrive-lease:" + id }
+func (r *Redriver) jobKey(id string) string {
+	return r.cfg.KeyPrefix + "redrive:" + r.cfg.Finder.topic + ":" + id
+}
+
+func (r *Redriver) leaseKey(id string) string {
+	return r.cfg.KeyPrefix + "redrive-lease:" + r.cfg.Finder.topic + ":" + id
+}
 
 func (r *Redriver) load(ctx context.Context, id string) (Job, bool, error) {
 	raw, err := r.cfg.Redis.Get(ctx, r.jobKey(id)).Bytes()
