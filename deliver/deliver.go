@@ -235,13 +235,15 @@ func (s *Sender) newRequest(ctx context.Context, r Request) (*http.Request, erro
 	h.Set("User-Agent", s.cfg.UserAgent)
 	r.Signer.SetHeaders(h, r.MsgID, ts, r.Body)
 	// The key is the webhook-id, for receivers that dedupe by this header.
-	h.Set("Idempotency-Key", r.MsgID)
-	// With that header and a GetBody, net/http would resend the POST at
-	// once whenever a reused connection failed after the request was
-	// written, once per pooled connection: an immediate retry the contract
-	// rules out (the receiver may have acted on it). Without GetBody it
-	// resends only when nothing was written (a stale idle connection).
-	httpReq.GetBody = nil
+	// It is set under its lower-case name on purpose: net/http treats a
+	// request carrying "Idempotency-Key" (canonical) as replayable and
+	// resends it at once whenever a reused connection fails after the
+	// request was written, once per pooled connection, an immediate retry
+	// the contract rules out (the receiver may have acted on it). Header
+	// names are case-insensitive on the wire, so receivers see the same
+	// header, and net/http still resends the safe case: a stale pooled
+	// connection to which nothing was written.
+	h["idempotency-key"] = []string{r.MsgID}
 	return httpReq, nil
 }
 

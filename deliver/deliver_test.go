@@ -117,7 +117,7 @@ func TestSendDeliveredAndVerifiedByOfficialLibrary(t *testing.T) {
 		t.Errorf("webhook-id = %q, want %q", id, req.MsgID)
 	}
 	if key := r.header.Get("Idempotency-Key"); key != req.MsgID {
-		t.Errorf("Idempotency-Key = %q, want the webhook-id %q (lets net/http resend on a dead keep-alive)", key, req.MsgID)
+		t.Errorf("Idempotency-Key = %q, want the webhook-id %q", key, req.MsgID)
 	}
 	for i, secret := range []string{testSecret(1), testSecret(2)} {
 		wh, err := standardwebhooks.NewWebhook(secret)
@@ -559,5 +559,42 @@ func TestSendHTTPS(t *testing.T) {
 	var unknownCA x509.UnknownAuthorityError
 	if !errors.As(te, &unknownCA) || res.Outcome() != deliver.Retry {
 		t.Errorf("err = %v, outcome %v; want an unknown-authority TLS error, retry", te, res.Outcome())
+	}
+}
+
+// TestResetAfterTheRequestIsNotResentAtOnce: a receiver that reads a
+// delivery and then resets a reused keep-alive connection gets exactly one
+// request for that attempt. net/http would resend a request it considers
+// idempotent at once, on another connection; the contract says retries
+// wait their delay (and the receiver may have acted on it).
+func TestResetAfterTheRequestIsNotResentAtOnce(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if requests.Add(1) == 1 {
+			w.WriteHeader(http.StatusNoContent) // the first one leaves a pooled connection
+			return
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0) // close with RST
+		}
+		conn.Close()
+	}))
+	defer srv.Close()
+	s := newSender(t, deliver.Config{Timeout: 2 * time.Second})
+	if res := s.Send(context.Background(), newRequest(t, srv.URL)); res.Err != nil {
+		t.Fatalf("first attempt: %v", res.Err)
+	}
+	res := s.Send(context.Background(), newRequest(t, srv.URL))
+	if res.Err == nil {
+		t.Fatal("the reset attempt succeeded")
+	}
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("the receiver got %d requests for two attempts: the reset one was resent at once", n)
 	}
 }
