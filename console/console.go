@@ -2,7 +2,9 @@
 // binary itself with its HTML, CSS and JavaScript embedded (no CDN, no
 // external fonts, no build step). It lists the endpoints most behind first
 // and lets an operator pause, resume and tune an endpoint, search and
-// redrive dead letters, and search accepted events by time range.
+// redrive dead letters, search accepted events by time range, and follow
+// the webhooks taken by the inbound front door (sources, captured requests
+// with their outcome, headers and body, re-verify and re-publish).
 //
 // The console holds no data and no credentials. Its JavaScript calls the
 // JSON API under /v1 from the browser and, when the API answers 401, asks

@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +23,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/console"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/topics"
 )
@@ -38,11 +38,14 @@ const (
 )
 
 // TestConsoleInBrowser drives the console in a real headless Chromium
-// against a real Laneway (embedded Kafka and Redis): sign in with the admin
+// against a real Laneway (embedded Kafka and Redis), served as `laneway
+// serve` serves it, on the API's own listener: sign in with the admin
 // token, read the endpoints table, pause, resume and retune an endpoint,
-// redrive its dead letter, and search events by time range. Each effect is
-// checked through the API, and screenshots are saved to $LANEWAY_ARTIFACTS
-// (a temporary directory when unset).
+// redrive its dead letter, search events by time range, and follow
+// webhooks through the inbound front door (a verified and a rejected
+// request, re-verify and re-publish). Each effect is checked through the
+// API, and screenshots are saved to $LANEWAY_ARTIFACTS (a temporary
+// directory when unset).
 func TestConsoleInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: skipped in -short mode")
@@ -76,7 +79,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	c.eventually("endpoint B received both events", func() bool { return recvB.delivered("evt-console-1") && recvB.delivered("evt-console-2") })
 	recvA.accept()
 
-	consoleURL := serveConsole(t, a.HTTPAddr())
+	consoleURL := c.base // app.Start mounts the console on the API's listener
 	b := startBrowser(t, chrome)
 
 	// Sign in: the API answers 401 until the console sends the token.
@@ -183,6 +186,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("A accepted evt-console-1 %d times, want once", n)
 	}
 
+	inboundSteps(t, b, c, recvB)
+
 	b.checkConsole()
 	t.Logf("browser test took %s; screenshots in %s", time.Since(started).Round(time.Second), b.dir)
 }
@@ -221,18 +226,131 @@ func startLaneway(t *testing.T) *app.App {
 	return a
 }
 
-// serveConsole serves the console as Laneway will once api.Config.Routes
-// carries console.Routes(): the console's routes, and the API for the rest.
-func serveConsole(t *testing.T, apiAddr string) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	for _, r := range console.Routes() {
-		mux.Handle(r.Pattern, r.Handler)
+// inboundSteps sends a signed and a tampered webhook to a Standard Webhooks
+// source's front door, finds them verified and rejected on the Inbound
+// page, opens the rejected one, re-verifies it and re-publishes the
+// verified one, checking each job and each copy's outcome through the API.
+func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
+	code, out := c.do(http.MethodPost, "/v1/inbound/sources", map[string]any{"id": "partner", "kind": "standard", "tenant": "acme", "type_prefix": "partner."})
+	var src struct{ Secret string }
+	if code != http.StatusCreated || json.Unmarshal(out, &src) != nil || src.Secret == "" {
+		t.Fatalf("create inbound source: %d %s", code, out)
 	}
-	mux.Handle("/", httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: apiAddr}))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	wh, err := standardwebhooks.NewWebhook(src.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Markup in the bodies must show as text, never become elements.
+	good := []byte(`{"type":"order.paid","data":{"id":"ord_7","note":"<img src=x id=injected-img>"}}`)
+	forged := []byte(`{"type":"order.paid","data":{"id":"ord_8","note":"<script id=injected-script>alert(1)</script>"}}`)
+	validID := c.capture("partner", wh, "msg_good", good, good)
+	tamperedID := c.capture("partner", wh, "msg_forged", good, forged) // signed for another body
+
+	var valid inboundItem
+	c.eventually("the API lists one verified and one rejected request", func() bool {
+		items := c.inboundItems("/v1/inbound/requests?source=partner")
+		valid = items[validID]
+		return valid.Status == "verified" && items[tamperedID].Status == "rejected" && items[tamperedID].Reason == "bad_signature"
+	})
+	c.eventually("the verified webhook reached endpoint B as an event", func() bool { return recvB.delivered(valid.EventID) })
+
+	b.do("open the inbound page",
+		chromedp.Click(chromedp.CSS(`a[data-nav="inbound"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#inbound-sources-body tr[data-source-id="partner"]`)),
+	)
+	b.poll("one verified and one rejected request are listed", fmt.Sprintf(
+		`document.querySelector('#inbound-body tr[data-request-id=%q][data-status="verified"]') !== null && `+
+			`(document.querySelector('#inbound-body tr[data-request-id=%q][data-status="rejected"]')?.textContent || '').includes('bad_signature')`,
+		validID, tamperedID))
+	b.shot("09-inbound")
+
+	b.do("filter the rejected requests of the source",
+		chromedp.SetValue(chromedp.ID("inbound-source"), "partner"),
+		chromedp.SetValue(chromedp.ID("inbound-status"), "rejected"),
+		chromedp.Click(chromedp.ID("inbound-search")),
+	)
+	b.poll("only the rejected one is listed", fmt.Sprintf(
+		`location.hash.includes('status=rejected') && location.hash.includes('source=partner') && `+
+			`document.querySelectorAll('#inbound-body tr[data-request-id]').length === 1 && `+
+			`document.querySelector('#inbound-body tr[data-request-id=%q]') !== null`, tamperedID))
+
+	// The request page: outcome, headers and body, as text.
+	b.do("open the rejected request",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#inbound-body tr[data-request-id=%q] a`, tamperedID))),
+		chromedp.WaitVisible(chromedp.ID("replay-reverify")),
+	)
+	b.poll("the page shows the reason, the headers and the body as text",
+		`(document.getElementById('request-reason')?.textContent || '') === 'bad_signature' && `+
+			`document.querySelector('#request-headers tr[data-header="Webhook-Signature"]') !== null && `+
+			`document.getElementById('request-body').textContent.includes('<script id=injected-script>') && `+
+			`document.getElementById('request-body').children.length === 0 && document.getElementById('injected-script') === null`)
+	b.shot("10-inbound-request")
+
+	b.do("re-verify it",
+		chromedp.Click(chromedp.ID("replay-reverify")),
+		chromedp.WaitVisible(chromedp.CSS(`#replay-progress[data-status="done"]`)),
+	)
+	b.poll("the copy's outcome is shown", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
+		`document.querySelector('#replay-outcomes-body tr[data-status="rejected"]') !== null`)
+	b.shot("11-inbound-reverify")
+	reverify := c.replay(run(b, "read the job id", chromedp.Text(chromedp.ID("replay-job"))))
+	if reverify.Status != "done" || reverify.Matched != 1 || reverify.Replayed != 1 || reverify.Request.Action != "reverify" ||
+		len(reverify.Request.IDs) != 1 || reverify.Request.IDs[0] != tamperedID {
+		t.Fatalf("re-verify job: %+v", reverify)
+	}
+	copies := c.inboundItems("/v1/inbound/requests?job=" + url.QueryEscape(reverify.ID))
+	if len(copies) != 1 {
+		t.Fatalf("re-verify job %s: %d copies listed, want 1", reverify.ID, len(copies))
+	}
+	for _, it := range copies {
+		if it.ReplayOf != tamperedID || it.Status != "rejected" || it.Reason != "bad_signature" {
+			t.Fatalf("re-verified copy %+v: want a rejected copy of %s (the signature is still wrong)", it, tamperedID)
+		}
+	}
+
+	// Re-publish the verified one: forwarded again, with the same event id.
+	b.do("re-publish the verified request",
+		chromedp.Navigate(c.base+"/#/inbound/requests/"+validID),
+		chromedp.WaitVisible(chromedp.ID("replay-republish")),
+	)
+	b.poll("its body shows the markup as text", `document.getElementById('request-body').textContent.includes('<img src=x id=injected-img>') && `+
+		`document.getElementById('injected-img') === null && (document.getElementById('request-status')?.textContent || '') === 'verified'`)
+	b.do("click re-publish",
+		chromedp.Click(chromedp.ID("replay-republish")),
+		chromedp.WaitVisible(chromedp.CSS(`#replay-progress[data-status="done"]`)),
+	)
+	b.poll("the copy was verified and forwarded", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
+		`document.querySelector('#replay-outcomes-body tr[data-status="verified"]') !== null`)
+	b.shot("12-inbound-republish")
+	republish := c.replay(run(b, "read the job id", chromedp.Text(chromedp.ID("replay-job"))))
+	if republish.Status != "done" || republish.Replayed != 1 || republish.Request.Action != "republish" {
+		t.Fatalf("re-publish job: %+v", republish)
+	}
+	copies = c.inboundItems("/v1/inbound/requests?job=" + url.QueryEscape(republish.ID))
+	for _, it := range copies {
+		if len(copies) != 1 || it.ReplayOf != validID || it.Status != "verified" || it.EventID != valid.EventID {
+			t.Fatalf("re-published copies %+v: want one verified copy of %s with event id %s", copies, validID, valid.EventID)
+		}
+	}
+
+	// A time range: every rejected request of the source decided since
+	// then, the original and its re-verified copy.
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	b.do("re-verify the rejected requests of the last hour",
+		chromedp.Navigate(c.base+"/#/inbound?"+url.Values{"source": {"partner"}, "status": {"rejected"}, "since": {since}}.Encode()),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#inbound-body tr[data-request-id=%q]`, tamperedID))),
+		chromedp.WaitEnabled(chromedp.ID("replay-all")),
+		chromedp.Click(chromedp.ID("replay-all")),
+		chromedp.WaitVisible(chromedp.CSS(`#replay-progress[data-status="done"]`)),
+	)
+	b.poll("both copies were rejected again", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
+		`document.querySelectorAll('#replay-outcomes-body tr[data-status="rejected"]').length === 2`)
+	b.shot("13-inbound-replay-range")
+	byRange := c.replay(run(b, "read the job id", chromedp.Text(chromedp.ID("replay-job"))))
+	if byRange.Status != "done" || byRange.Matched != 2 || byRange.Replayed != 2 || byRange.Request.Action != "reverify" ||
+		byRange.Request.Source != "partner" || byRange.Request.Status != "rejected" || len(byRange.Request.IDs) != 0 {
+		t.Fatalf("range job: %+v", byRange)
+	}
 }
 
 func testLogger() *slog.Logger {
@@ -335,6 +453,88 @@ func (c client) publish(env map[string]any) {
 	if code, out := c.do(http.MethodPost, "/v1/events", env); code != http.StatusAccepted {
 		c.t.Fatalf("publish: %d %s", code, out)
 	}
+}
+
+// capture posts body to the source's public front door (no token) with a
+// Standard Webhooks signature made over signed, and returns the request id.
+func (c client) capture(source string, wh *standardwebhooks.Webhook, msgID string, signed, body []byte) string {
+	c.t.Helper()
+	now := time.Now()
+	sig, err := wh.Sign(msgID, now, signed)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, c.base+"/in/"+source, bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", msgID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("webhook-signature", sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ ID string }
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil || out.ID == "" {
+		c.t.Fatalf("POST /in/%s: %d", source, resp.StatusCode)
+	}
+	return out.ID
+}
+
+type inboundItem struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	Reason   string `json:"reason"`
+	EventID  string `json:"event_id"`
+	ReplayOf string `json:"replay_of"`
+}
+
+// inboundItems lists every page of an inbound listing, by request id.
+func (c client) inboundItems(path string) map[string]inboundItem {
+	c.t.Helper()
+	out := map[string]inboundItem{}
+	cursor := ""
+	for {
+		var page struct {
+			Data       []inboundItem `json:"data"`
+			NextCursor string        `json:"next_cursor"`
+		}
+		p := path
+		if cursor != "" {
+			p += "&cursor=" + url.QueryEscape(cursor)
+		}
+		c.getJSON(p, &page)
+		for _, it := range page.Data {
+			out[it.ID] = it
+		}
+		if page.NextCursor == "" {
+			return out
+		}
+		cursor = page.NextCursor
+	}
+}
+
+type replayJob struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Request struct {
+		Action string   `json:"action"`
+		IDs    []string `json:"ids"`
+		Source string   `json:"source"`
+		Status string   `json:"status"`
+	} `json:"request"`
+	Matched  int `json:"matched"`
+	Replayed int `json:"replayed"`
+}
+
+func (c client) replay(id string) replayJob {
+	c.t.Helper()
+	var job replayJob
+	c.getJSON("/v1/inbound/replays/"+url.PathEscape(id), &job)
+	return job
 }
 
 type endpointView struct {

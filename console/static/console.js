@@ -11,6 +11,9 @@ const DEAD_REASONS = ['payload_too_large', 'gone', 'max_attempts', 'max_age', 'e
 // Reasons that say the endpoint or the event itself is broken (red); the
 // others (amber) are worth a redrive once the receiver is fixed.
 const TERMINAL_REASONS = ['gone', 'endpoint_deleted', 'invalid_event', 'invalid_delivery'];
+// Inbound requests: their statuses (inbound/record.go) and colours.
+const INBOUND_STATUSES = ['pending', 'verified', 'rejected', 'duplicate'];
+const INBOUND_COLOURS = { pending: 'amber', verified: 'green', rejected: 'red', duplicate: 'grey' };
 
 const $ = (id) => document.getElementById(id);
 const view = $('view');
@@ -84,7 +87,13 @@ class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-async function api(method, path, body, extraHeaders) {
+function parseJSON(text) {
+  try { return text ? JSON.parse(text) : null; } catch { return null; }
+}
+
+// apiFetch calls the API with the token and returns the response once it
+// is a success; a 401 asks for the token, other failures throw ApiError.
+async function apiFetch(method, path, body, extraHeaders) {
   const headers = { Accept: 'application/json', ...extraHeaders };
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = 'Bearer ' + token;
@@ -99,16 +108,21 @@ async function api(method, path, body, extraHeaders) {
   } catch (e) {
     throw new ApiError(0, 'Laneway is not reachable: ' + e.message);
   }
-  const text = await res.text();
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
   if (res.status === 401) {
     if (token) { sessionStorage.removeItem(TOKEN_KEY); updateSignout(); }
     askToken(token ? 'The API refused that token. Enter the admin token again.' : 'This Laneway requires its admin token.');
     throw new ApiError(401, 'admin token required');
   }
-  if (!res.ok) throw new ApiError(res.status, (data && data.error) || `${res.status} ${res.statusText}`);
-  return data;
+  if (!res.ok) {
+    const data = parseJSON(await res.text());
+    throw new ApiError(res.status, (data && data.error) || `${res.status} ${res.statusText}`);
+  }
+  return res;
+}
+
+async function api(method, path, body, extraHeaders) {
+  const res = await apiFetch(method, path, body, extraHeaders);
+  return parseJSON(await res.text());
 }
 
 // ---------------------------------------------------------------- token
@@ -205,6 +219,8 @@ function route() {
   if (page === 'endpoints' && parts[1]) endpointPage(current, parts[1]);
   else if (page === 'dead') deadPage(current, params);
   else if (page === 'events') eventsPage(current, params);
+  else if (page === 'inbound' && parts[1] === 'requests' && parts[2]) inboundRequestPage(current, parts[2]);
+  else if (page === 'inbound') inboundPage(current, params);
   else endpointsPage(current);
 }
 
@@ -455,15 +471,19 @@ function kv(pairs) {
 
 // ---------------------------------------------------------------- redrive
 
-// redriveProgress starts a redrive and follows its job until it ends.
-function redriveProgress(ctx) {
-  const status = el('span', { id: 'redrive-status' });
-  const bar = el('progress', { id: 'redrive-bar', max: 1 });
-  const counts = el('div', { class: 'counts', id: 'redrive-counts' });
-  const error = el('pre', { class: 'error', id: 'redrive-error', hidden: true });
-  const jobId = el('code', { id: 'redrive-job' });
-  const node = el('div', { class: 'progress', id: 'redrive-progress', hidden: true },
-    el('div', { class: 'actions' }, el('strong', { text: 'Redrive' }), jobId, status), bar, counts, error);
+// jobProgress starts a background job (a redrive, a replay) and follows it
+// until it ends. opts: prefix of the element ids, title, submit (POST path),
+// poll (GET path before the job id), counts ([label, field] pairs), done
+// (the notice of a finished job).
+function jobProgress(ctx, opts) {
+  const p = opts.prefix;
+  const status = el('span', { id: p + '-status' });
+  const bar = el('progress', { id: p + '-bar', max: 1 });
+  const counts = el('div', { class: 'counts', id: p + '-counts' });
+  const error = el('pre', { class: 'error', id: p + '-error', hidden: true });
+  const jobId = el('code', { id: p + '-job' });
+  const node = el('div', { class: 'progress', id: p + '-progress', hidden: true },
+    el('div', { class: 'actions' }, el('strong', { text: opts.title }), jobId, status), bar, counts, error);
 
   const draw = (job) => {
     node.hidden = false;
@@ -475,31 +495,43 @@ function redriveProgress(ctx) {
     if (job.status === 'running') bar.removeAttribute('value'); // indeterminate while scanning
     else bar.value = 1;
     const c = (label, n) => el('span', {}, label + ' ', el('b', { text: num(n) }));
-    counts.replaceChildren(c('matched', job.matched), c('redriven', job.redriven), c('skipped', job.skipped),
-      c('already redriven', job.already_redriven), c('scanned', job.scanned));
+    counts.replaceChildren(...opts.counts.map(([label, field]) => c(label, job[field])));
     error.hidden = !job.error;
     error.textContent = job.error || '';
   };
 
   return {
     node,
+    // start submits request and resolves to the job once it ended (or
+    // null when the page was left first).
     async start(request) {
       // The API takes a repeated request body for a retry and answers with
       // the earlier job; a click is a new intention (letters may have died
-      // since), so each gets its own key. Letters an earlier redrive sent
-      // are not sent twice either way.
-      let job = await api('POST', '/v1/dead/redrive', request, { 'Idempotency-Key': 'console-' + randomHex(16) });
+      // since, a secret may have been fixed), so each gets its own key.
+      let job = await api('POST', opts.submit, request, { 'Idempotency-Key': 'console-' + randomHex(16) });
       draw(job);
       while (job.status === 'running' && ctx.alive) {
         await ctx.sleep(POLL_MS);
-        if (!ctx.alive) return;
-        job = await api('GET', '/v1/redrives/' + encodeURIComponent(job.id));
+        if (!ctx.alive) return null;
+        job = await api('GET', opts.poll + encodeURIComponent(job.id));
         draw(job);
       }
-      if (job.status === 'done') notify(`Redrive done: ${num(job.redriven)} redriven, ${num(job.skipped)} skipped.`);
-      else if (job.status === 'failed') notify('Redrive failed: ' + (job.error || 'unknown error'), true);
+      if (job.status === 'done') notify(opts.done(job));
+      else if (job.status === 'failed') notify(opts.title + ' failed: ' + (job.error || 'unknown error'), true);
+      return job;
     },
   };
+}
+
+// redriveProgress starts a redrive and follows its job until it ends.
+// Letters an earlier redrive sent are not sent twice.
+function redriveProgress(ctx) {
+  return jobProgress(ctx, {
+    prefix: 'redrive', title: 'Redrive', submit: '/v1/dead/redrive', poll: '/v1/redrives/',
+    counts: [['matched', 'matched'], ['redriven', 'redriven'], ['skipped', 'skipped'],
+      ['already redriven', 'already_redriven'], ['scanned', 'scanned']],
+    done: (job) => `Redrive done: ${num(job.redriven)} redriven, ${num(job.skipped)} skipped.`,
+  });
 }
 
 // ---------------------------------------------------------------- search pages
@@ -517,7 +549,7 @@ function searchPage(ctx, opts) {
   view.replaceChildren(
     el('div', { class: 'pagehead' }, el('div', { class: 'grow' }, el('h1', { text: opts.title }),
       el('div', { class: 'muted', text: opts.subtitle }))),
-    form, ...(opts.extra || []), table, el('div', { class: 'more' }, more), status);
+    ...(opts.before || []), form, ...(opts.extra || []), table, el('div', { class: 'more' }, more), status);
 
   let cursor = '';
   let query = '';
@@ -683,6 +715,372 @@ function eventsPage(ctx, params) {
     },
   });
   page.search();
+}
+
+// ---------------------------------------------------------------- inbound
+
+// The listing is the only place with a request's outcome (GET
+// /v1/inbound/requests/{id} is the capture as received), so the items
+// listed are kept here for the request page. Bounded: cleared when large.
+const inboundItems = new Map();
+function rememberItem(it) {
+  if (!it || !it.id) return;
+  if (inboundItems.size > 5000) inboundItems.clear();
+  inboundItems.set(it.id, it);
+}
+
+const requestLink = (id) => el('a', { href: '#/inbound/requests/' + encodeURIComponent(id), class: 'mono', text: id });
+const inboundBadge = (status) => badge([status || 'unknown', INBOUND_COLOURS[status] || 'grey']);
+
+function fmtBytes(n) {
+  if (typeof n !== 'number') return '—';
+  if (n < 1024) return n + ' B';
+  if (n < 1 << 20) return (n / 1024).toFixed(n < 10240 ? 1 : 0) + ' KiB';
+  return (n / (1 << 20)).toFixed(1) + ' MiB';
+}
+
+function hourAgo() { return new Date(Date.now() - 3600e3).toISOString(); }
+
+// replayPanel starts a re-verify or re-publish job, follows it, then
+// lists the outcomes of the copies it made (GET /v1/inbound/requests?job=).
+function replayPanel(ctx) {
+  const progress = jobProgress(ctx, {
+    prefix: 'replay', title: 'Replay', submit: '/v1/inbound/replays', poll: '/v1/inbound/replays/',
+    counts: [['matched', 'matched'], ['replayed', 'replayed'], ['skipped', 'skipped'],
+      ['already replayed', 'already_replayed'], ['scanned', 'scanned']],
+    done: (job) => `Replay done: ${num(job.replayed)} copied for verification, ${num(job.skipped)} skipped.`,
+  });
+  const body = el('tbody', { id: 'replay-outcomes-body' });
+  const note = el('p', { class: 'muted small', id: 'replay-outcomes-note' });
+  const outcomes = el('div', { id: 'replay-outcomes', class: 'outcomes', hidden: true },
+    el('h2', { text: 'Outcomes of the copies' }), note,
+    el('div', { class: 'tablewrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, th('Copy'), th('Of'), th('Status'), th('Reason / event'), th('Decided'))), body)));
+
+  // Each copy is verified by the verify stage like any capture: poll its
+  // job's listing until every copy is decided (or a minute passed).
+  const follow = async (job) => {
+    outcomes.hidden = false;
+    delete outcomes.dataset.complete;
+    const since = new Date(new Date(job.started_at).getTime() - 60e3).toISOString();
+    const link = el('a', { href: `#/inbound?${new URLSearchParams({ job: job.id, since })}`, text: 'open them in the listing' });
+    for (let i = 0; i < 60 && ctx.alive; i++) {
+      const page = await api('GET', '/v1/inbound/requests?' + new URLSearchParams({ job: job.id, since, limit: '100' }));
+      if (!ctx.alive) return;
+      const items = page.data || [];
+      items.forEach(rememberItem);
+      body.replaceChildren(...items.map((it) => el('tr', { 'data-request-id': it.id, 'data-status': it.status },
+        td(requestLink(it.id)),
+        td(it.replay_of ? requestLink(it.replay_of) : '—'),
+        td(inboundBadge(it.status)),
+        td(it.reason ? [el('span', { class: 'mono', text: it.reason }), el('span', { class: 'sub', title: it.detail, text: it.detail || '' })]
+          : it.event_type ? [el('span', { text: it.event_type }), el('span', { class: 'sub mono', text: it.event_id || '' })] : '—'),
+        td(fmtTime(it.verified_at)))));
+      if (!items.length) body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 5, text: 'Waiting for the verify stage…' })));
+      const pending = items.filter((it) => it.status === 'pending').length;
+      const complete = items.length >= job.replayed && pending === 0;
+      note.replaceChildren(complete
+        ? `${num(items.length)} ${items.length === 1 ? 'copy' : 'copies'} decided; `
+        : `${num(items.length - pending)} of ${num(job.replayed)} decided so far; `, link, '.');
+      if (complete || items.length >= 100) { outcomes.dataset.complete = 'true'; return; }
+      await ctx.sleep(POLL_MS);
+    }
+  };
+
+  return {
+    node: el('div', {}, progress.node, outcomes),
+    async start(request) {
+      const job = await progress.start(request);
+      if (job && job.status === 'done' && job.replayed > 0) await follow(job);
+      else if (job) { outcomes.hidden = true; }
+    },
+  };
+}
+
+function sourcesTable(ctx) {
+  const body = el('tbody', { id: 'inbound-sources-body' }, el('tr', {}, el('td', { class: 'empty', colspan: 8, text: 'Loading…' })));
+  const list = el('datalist', { id: 'inbound-sources-list' });
+  const node = el('section', { class: 'panel', id: 'inbound-sources' },
+    el('h2', { text: 'Sources' }),
+    el('div', { class: 'tablewrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, th('Source'), th('Kind'), th('Tenant'), th('Event type'), th('Entity'),
+        th('Max body', 'num'), th('Tolerance', 'num'), th('Secret'))), body)),
+    list);
+  api('GET', '/v1/inbound/sources').then((res) => {
+    if (!ctx.alive) return;
+    const sources = res.data || [];
+    list.replaceChildren(...sources.map((src) => el('option', { value: src.id, text: `${src.kind} · ${src.tenant}` })));
+    if (!sources.length) {
+      body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 8,
+        text: 'No sources yet. Create one with POST /v1/inbound/sources (see docs/inbound.md).' })));
+      return;
+    }
+    body.replaceChildren(...sources.map((src) => {
+      const mapped = Object.keys(src.type_map || {}).length;
+      return el('tr', { 'data-source-id': src.id },
+        td([el('a', { href: `#/inbound?${new URLSearchParams({ source: src.id, since: hourAgo() })}`, class: 'mono', text: src.id,
+          title: 'Requests of the last hour' }),
+        el('span', { class: 'sub mono', text: 'POST ' + src.capture_path })]),
+        td(src.kind),
+        td(src.tenant),
+        td([el('span', { class: 'mono', text: `${src.type_prefix}‹${src.type_field}›` }),
+          mapped ? el('span', { class: 'sub', text: `${mapped} renamed` }) : null]),
+        td(src.entity_field, 'mono'),
+        td(fmtBytes(src.max_body_bytes), 'num'),
+        td(fmtAge(src.tolerance_seconds), 'num'),
+        td(src.has_previous_secret ? badge(['rotating', 'amber']) : el('span', { class: 'muted', text: 'one secret' }),
+          undefined, src.has_previous_secret ? 'The previous secret is still accepted' : undefined));
+    }));
+  }, (e) => {
+    if (!ctx.alive) return;
+    fail(e);
+    body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 8, text: 'Could not load the sources: ' + e.message })));
+  });
+  return node;
+}
+
+function inboundPage(ctx, params) {
+  const fresh = ![...params.keys()].length;
+  const source = el('input', { id: 'inbound-source', list: 'inbound-sources-list', placeholder: 'any', value: params.get('source') || '', class: 'mono' });
+  const status = el('select', { id: 'inbound-status' }, el('option', { value: '', text: 'any' }),
+    ...INBOUND_STATUSES.map((st) => el('option', { value: st, text: st })));
+  status.value = params.get('status') || '';
+  const job = el('input', { id: 'inbound-job', placeholder: 'any', value: params.get('job') || '', class: 'mono' });
+  const since = el('input', { id: 'inbound-since', type: 'datetime-local',
+    value: isoToLocalInput(params.get('since')) || (fresh ? toLocalInput(new Date(Date.now() - 3600e3)) : '') });
+  const until = el('input', { id: 'inbound-until', type: 'datetime-local', value: isoToLocalInput(params.get('until')) });
+  const action = el('select', { id: 'replay-action', 'aria-label': 'Replay action' },
+    el('option', { value: 'reverify', text: 'Re-verify' }), el('option', { value: 'republish', text: 'Re-publish' }));
+  const selectedBtn = el('button', { type: 'button', id: 'replay-selected', disabled: true, text: 'Replay selected' });
+  const allBtn = el('button', { type: 'button', id: 'replay-all', class: 'danger', disabled: true, text: 'Replay all matching' });
+  const hint = el('span', { class: 'muted small', id: 'replay-hint' });
+  const replay = replayPanel(ctx);
+  const selectAll = el('input', { type: 'checkbox', id: 'inbound-select-all', 'aria-label': 'Select all shown' });
+
+  const filters = () => {
+    const p = new URLSearchParams();
+    setParam(p, 'source', source.value.trim());
+    setParam(p, 'status', status.value);
+    setParam(p, 'job', job.value.trim());
+    setParam(p, 'since', fromLocalInput(since.value));
+    setParam(p, 'until', fromLocalInput(until.value));
+    return p;
+  };
+  let searched = new URLSearchParams(); // the filters of the results shown
+  const boxes = () => [...view.querySelectorAll('input[data-request-id]')];
+  const updateButtons = () => {
+    const n = boxes().filter((b) => b.checked).length;
+    selectedBtn.disabled = n === 0;
+    selectedBtn.textContent = n ? `Replay selected (${n})` : 'Replay selected';
+    let why = '';
+    if (!searched.get('since')) why = 'Set a start time to replay every request of a time range.';
+    else if (searched.get('status') === 'pending') why = 'Pending requests are verified anyway.';
+    else if (searched.get('job')) why = 'A replay job cannot be selected by job; tick the requests instead.';
+    allBtn.disabled = !!why;
+    hint.textContent = why || 'Replays every decided request matching these filters, not only those shown.';
+  };
+
+  const page = searchPage(ctx, {
+    id: 'inbound', title: 'Inbound', path: '/v1/inbound/requests',
+    subtitle: 'Webhooks that third parties sent to /in/{source}: stored as received, then verified, de-duplicated and forwarded as events.',
+    before: [sourcesTable(ctx)],
+    fields: [
+      el('label', {}, 'Source', source),
+      el('label', {}, 'Status', status),
+      el('label', {}, 'Decided after', since),
+      el('label', {}, 'Decided before', until),
+      el('label', {}, 'Replay job', job),
+    ],
+    extra: [el('div', { class: 'panel' }, el('div', { class: 'actions' }, action, selectedBtn, allBtn, hint), replay.node)],
+    columns: [el('th', {}, selectAll), th('Received'), th('Request'), th('Status'), th('Reason'), th('Event'),
+      th('Body', 'num'), th('Replay'), th('Decided')],
+    empty: 'No requests match.',
+    query: () => { searched = filters(); return searched; },
+    onResults: () => { selectAll.checked = false; updateButtons(); },
+    row: (it) => {
+      rememberItem(it);
+      let reason = '—';
+      if (it.reason) reason = [el('span', { class: 'mono', text: it.reason }), el('span', { class: 'sub', title: it.detail, text: it.detail || '' })];
+      else if (it.duplicate_of) reason = el('span', {}, 'duplicate of ', requestLink(it.duplicate_of));
+      return el('tr', { 'data-request-id': it.id, 'data-status': it.status },
+        td(el('input', { type: 'checkbox', 'data-request-id': it.id, 'aria-label': 'Select ' + it.id, onchange: updateButtons })),
+        td(fmtTime(it.received_at)),
+        td([requestLink(it.id), el('span', { class: 'sub', title: it.path, text: `${it.source} · ${it.method} ${it.path}` })]),
+        td(inboundBadge(it.status)),
+        td(reason, 'reason'),
+        td(it.event_type ? [el('span', { text: it.event_type }), el('span', { class: 'sub mono', text: it.entity || '' })] : '—'),
+        td(fmtBytes(it.body_bytes), 'num'),
+        td(it.replay_of ? [el('span', {}, `${it.action} of `, requestLink(it.replay_of)), el('span', { class: 'sub mono', text: it.job || '' })] : '—'),
+        td(fmtTime(it.verified_at)));
+    },
+  });
+  selectAll.addEventListener('change', () => { boxes().forEach((b) => { b.checked = selectAll.checked; }); updateButtons(); });
+
+  selectedBtn.addEventListener('click', () => act(selectedBtn, async () => {
+    const ids = boxes().filter((b) => b.checked).map((b) => b.dataset.requestId);
+    await replay.start({ action: action.value, ids });
+  }));
+  allBtn.addEventListener('click', () => act(allBtn, async () => {
+    const req = { action: action.value };
+    for (const k of ['source', 'status', 'since', 'until']) if (searched.get(k)) req[k] = searched.get(k);
+    await replay.start(req);
+  }));
+  updateButtons();
+  page.search();
+}
+
+// findOutcome looks a request's outcome up in its source's listing from
+// its receipt on (a bounded scan: the API has no outcome by id).
+async function findOutcome(ctx, req) {
+  const since = new Date(new Date(req.received_at).getTime() - 1000).toISOString();
+  let cursor = '';
+  for (let pages = 0; pages < 5 && ctx.alive; pages++) {
+    const p = new URLSearchParams({ source: req.source, since, limit: '1000' });
+    if (cursor) p.set('cursor', cursor);
+    const page = await api('GET', '/v1/inbound/requests?' + p);
+    const hit = (page.data || []).find((it) => it.id === req.id);
+    if (hit) return hit;
+    cursor = page.next_cursor;
+    if (!cursor) break;
+  }
+  return null;
+}
+
+function inboundRequestPage(ctx, id) {
+  const path = '/v1/inbound/requests/' + encodeURIComponent(id);
+  const state = el('span', { id: 'request-status' });
+  const outcome = el('dl', { class: 'kv', id: 'request-outcome' }, ...kv([['Status', 'Loading…']]));
+  const meta = el('dl', { class: 'kv', id: 'request-meta' });
+  const headers = el('tbody', { id: 'request-headers' });
+  const bodyNote = el('p', { class: 'muted small', id: 'request-body-note' });
+  const bodyPre = el('pre', { class: 'body', id: 'request-body' });
+  const pretty = el('input', { type: 'checkbox', id: 'body-pretty' });
+  const download = el('button', { type: 'button', id: 'body-download', text: 'Download body' });
+  const reverifyBtn = el('button', { type: 'button', id: 'replay-reverify', class: 'primary', text: 'Re-verify' });
+  const republishBtn = el('button', { type: 'button', id: 'replay-republish', text: 'Re-publish' });
+  const replayNote = el('p', { class: 'muted small', id: 'replay-note',
+    text: 'Re-verify checks a copy with the source\'s current secrets and mapping and forwards it unless it was forwarded before. ' +
+      'Re-publish forwards it again even so, with the same event id.' });
+  const replay = replayPanel(ctx);
+
+  view.replaceChildren(
+    el('div', { class: 'pagehead' }, el('div', { class: 'grow' },
+      el('div', { class: 'small' }, el('a', { href: '#/inbound', text: '← Inbound' })),
+      el('h1', {}, el('span', { class: 'mono', text: id }), state))),
+    el('div', { class: 'grid' },
+      el('section', { class: 'panel' }, el('h2', { text: 'Outcome' }), outcome),
+      el('section', { class: 'panel' }, el('h2', { text: 'Replay' }), replayNote,
+        el('div', { class: 'actions' }, reverifyBtn, republishBtn), replay.node)),
+    el('div', { class: 'grid' },
+      el('section', { class: 'panel' }, el('h2', { text: 'Request' }), meta),
+      el('section', { class: 'panel' }, el('h2', { text: 'Headers' }),
+        el('div', { class: 'tablewrap' }, el('table', { class: 'headers' },
+          el('thead', {}, el('tr', {}, th('Name'), th('Value'))), headers)))),
+    el('section', { class: 'panel' },
+      el('div', { class: 'actions' }, el('h2', { class: 'grow', text: 'Body' }),
+        el('label', { class: 'check' }, pretty, 'Reformat JSON'), download),
+      bodyNote, bodyPre));
+
+  let req = null;
+  const drawBody = () => {
+    if (!req) return;
+    const text = req.body !== undefined ? req.body : null;
+    let shown = text !== null ? text : req.body_base64;
+    pretty.disabled = text === null;
+    if (pretty.checked && text !== null) {
+      try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch { /* not JSON: as received */ }
+    }
+    const notes = [req.body_bytes < 1024 ? `${num(req.body_bytes)} bytes` : `${fmtBytes(req.body_bytes)} (${num(req.body_bytes)} bytes)`];
+    if (text === null) notes.push('not UTF-8 text: shown as base64');
+    else if (pretty.checked) notes.push('reformatted; untick to see the bytes as received');
+    if (req.truncated) notes.push('only the first bytes were kept (refused as too large)');
+    bodyNote.textContent = notes.join(' · ');
+    bodyPre.textContent = shown; // text, never HTML
+  };
+  pretty.addEventListener('change', drawBody);
+
+  const drawOutcome = (it) => {
+    if (!it) {
+      state.replaceChildren(badge(['unknown', 'grey'], 'big'));
+      outcome.replaceChildren(...kv([['Status', 'Not found in the first 5,000 records of its source after its receipt. Search the listing.']]));
+      return;
+    }
+    state.replaceChildren(badge([it.status, INBOUND_COLOURS[it.status] || 'grey'], 'big'));
+    const rows = [['Status', inboundBadge(it.status)]];
+    if (it.reason) rows.push(['Reason', el('span', { class: 'mono', id: 'request-reason', text: it.reason })]);
+    if (it.detail) rows.push(['Detail', it.detail]);
+    rows.push(['Received', fmtTime(it.received_at)], ['Decided', fmtTime(it.verified_at)]);
+    if (it.dedup_key) rows.push(['Dedup key', el('span', { class: 'mono', text: it.dedup_key })]);
+    if (it.duplicate_of) rows.push(['Duplicate of', requestLink(it.duplicate_of)]);
+    if (it.event_id) rows.push(['Event', el('span', { class: 'mono', text: it.event_id })], ['Type', it.event_type || '—'], ['Entity', it.entity || '—']);
+    outcome.replaceChildren(...kv(rows));
+  };
+
+  const load = async () => {
+    try {
+      req = await api('GET', path);
+    } catch (e) {
+      if (!ctx.alive) return;
+      if (e.status === 404) view.replaceChildren(el('p', { class: 'notice error', text: `Request ${id} not found (or expired).` }));
+      else fail(e);
+      return;
+    }
+    if (!ctx.alive) return;
+    const refused = !!req.refused;
+    reverifyBtn.disabled = refused;
+    republishBtn.disabled = refused;
+    if (refused) replayNote.textContent = 'Refused at the door (' + req.refused + '): there is nothing to verify again.';
+    const m = [
+      ['Source', el('a', { href: `#/inbound?${new URLSearchParams({ source: req.source, since: hourAgo() })}`, class: 'mono', text: req.source })],
+      ['Method', req.method],
+      ['Path', el('span', { class: 'mono', text: req.path })],
+      ['Host', req.host],
+      ['Remote address', el('span', { class: 'mono', text: req.remote_addr })],
+      ['Received', fmtTime(req.received_at)],
+      ['Body', `${num(req.body_bytes)} bytes`],
+    ];
+    if (req.refused) m.push(['Refused', `${req.refused}${req.detail ? ': ' + req.detail : ''}`]);
+    if (req.replay_of) m.push(['Copy of', requestLink(req.replay_of)], ['Replay', `${req.action} · ${req.job}`]);
+    meta.replaceChildren(...kv(m));
+    const names = Object.keys(req.headers || {}).sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase()));
+    headers.replaceChildren(...names.flatMap((name) => req.headers[name].map((v) =>
+      el('tr', { 'data-header': name }, td(name, 'mono'), td(v, 'mono value')))));
+    if (!names.length) headers.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 2, text: 'No headers.' })));
+    drawBody();
+
+    // The outcome: from the listing the operator came from, else found
+    // in it; looked up again while the request is pending.
+    let it = inboundItems.get(id);
+    for (let i = 0; ctx.alive; i++) {
+      if (!it || it.status === 'pending') {
+        try {
+          it = (await findOutcome(ctx, req)) || it;
+        } catch (e) {
+          if (ctx.alive) fail(e);
+          return;
+        }
+      }
+      if (!ctx.alive) return;
+      rememberItem(it);
+      drawOutcome(it);
+      if (!it || it.status !== 'pending' || i >= 30) return;
+      await ctx.sleep(REFRESH_MS);
+    }
+  };
+
+  download.addEventListener('click', () => act(download, async () => {
+    const res = await apiFetch('GET', path + '/body', undefined, { Accept: 'application/octet-stream' });
+    const url = URL.createObjectURL(await res.blob());
+    const a = el('a', { href: url, download: id + '.body', hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60e3);
+  }));
+  reverifyBtn.addEventListener('click', () => act(reverifyBtn, () => replay.start({ action: 'reverify', ids: [id] })));
+  republishBtn.addEventListener('click', () => act(republishBtn, () => replay.start({ action: 'republish', ids: [id] })));
+
+  load();
 }
 
 // ---------------------------------------------------------------- start
