@@ -53,6 +53,8 @@ type Fanout struct {
 	cfg  FanoutConfig
 	sess *kgo.GroupTransactSession
 
+	opts []kgo.Opt // to build a new session after a failed transaction
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -94,14 +96,30 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)
 	}
-	return &Fanout{cfg: cfg, sess: sess, done: make(chan struct{})}, nil
+	return &Fanout{cfg: cfg, opts: opts, sess: sess, done: make(chan struct{})}, nil
 }
 
 // Start runs the stage in the background until Stop.
 func (f *Fanout) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	go f.run(ctx)
+	go func() {
+		f.fence(ctx)
+		f.run(ctx)
+	}()
+}
+
+// fence initialises the transactional producer before consuming: that
+// aborts a transaction a crashed predecessor with the same transactional
+// id left open, at once instead of after the transaction timeout, during
+// which the partitions it wrote to (and its offset commits) would block
+// every read_committed reader.
+func (f *Fanout) fence(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, _, err := f.sess.Client().ProducerID(fctx); err != nil && ctx.Err() == nil {
+		f.cfg.Logger.Warn("fanout could not initialise its transactional producer yet", "err", err)
+	}
 }
 
 // Stop finishes the current transaction, leaves the group and closes.
@@ -110,7 +128,9 @@ func (f *Fanout) Stop() {
 		f.cancel()
 		<-f.done
 	}
-	f.sess.Close()
+	if f.sess != nil {
+		f.sess.Close()
+	}
 }
 
 func (f *Fanout) run(ctx context.Context) {
@@ -131,6 +151,31 @@ func (f *Fanout) run(ctx context.Context) {
 			if !sleepCtx(ctx, time.Second) {
 				return
 			}
+			f.renewSession(ctx)
+		}
+	}
+}
+
+// renewSession replaces the session after a failed transaction. franz-go
+// documents no error of End as retryable, and after some (the broker
+// unreachable while ending) the client stays inside the transaction, so
+// every later Begin would fail and the stage would never fan out again. A
+// new client with the same transactional id fences the old transaction
+// (aborting it) and rejoins the group at the committed offsets, so the
+// records of the failed transaction are consumed again: nothing is lost.
+func (f *Fanout) renewSession(ctx context.Context) {
+	f.sess.Close()
+	f.sess = nil // only run and Stop use it, and Stop waits for run
+	for ctx.Err() == nil {
+		sess, err := kgo.NewGroupTransactSession(f.opts...)
+		if err == nil {
+			f.sess = sess
+			f.fence(ctx)
+			return
+		}
+		f.cfg.Logger.Error("fanout could not build a new session; retrying", "err", err)
+		if !sleepCtx(ctx, time.Second) {
+			return
 		}
 	}
 }

@@ -116,13 +116,28 @@ func (op *ownedPartition) dispatch(fp kgo.FetchPartition) {
 		return
 	}
 	op.highWatermark = fp.HighWatermark
+	// The whole fetch is routed before any lane starts work, so that a
+	// state update is replaced by a newer revision of the same entity in
+	// the same fetch instead of starting first. That matters most on a
+	// replay after a crash or a lost partition: the backlog since the
+	// watermark arrives at once, and a revision that was superseded before
+	// the crash must not be delivered after its successors.
+	touched := map[*laneState]struct{}{}
 	for i, r := range fp.Records {
 		if op.tracker == nil {
 			op.tracker = partition.NewTracker(r.Offset)
 		}
 		op.tracker.Add(r.Offset, now)
-		if dw, ok := op.routeLocked(r, &decoded[i], now); !ok {
+		ls, dw, ok := op.routeLocked(r, &decoded[i], now)
+		if !ok {
 			dead = append(dead, dw)
+		} else if ls != nil {
+			touched[ls] = struct{}{}
+		}
+	}
+	for ls := range touched {
+		if op.lanes[ls.id] == ls && op.parked[ls.id] == nil {
+			op.pumpLocked(ls, now)
 		}
 	}
 	op.mu.Unlock()
@@ -140,13 +155,13 @@ type decodedRecord struct {
 // routeLocked sends a record to its lane, or to the parked log when the
 // endpoint is parked, or returns the dead letter it becomes when it cannot
 // be delivered at all.
-func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now time.Time) (deadWrite, bool) {
+func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now time.Time) (*laneState, deadWrite, bool) {
 	offset := r.Offset
 	finish := func() { op.tracker.Done(offset) }
 	if _, ok := op.alreadyParked[offset]; ok {
 		delete(op.alreadyParked, offset) // replayed after a restart: already in the parked log
 		finish()
-		return deadWrite{}, true
+		return nil, deadWrite{}, true
 	}
 	if dec.err != nil {
 		dl := event.DeadLetter{
@@ -155,19 +170,19 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now tim
 			Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
 		}
 		dl.SetRaw(r.Value)
-		return deadWrite{dl, finish}, false
+		return nil, deadWrite{dl, finish}, false
 	}
 	d := dec.d
 	ep, ok := op.s.cfg.Endpoints.Get(d.EndpointID)
 	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable && !op.holdsWorkLocked(d.EndpointID) {
-		return deadWrite{deadLetterOf(d, reason, detail, now), finish}, false
+		return nil, deadWrite{deadLetterOf(d, reason, detail, now), finish}, false
 	}
 	// An undeliverable endpoint that still holds work takes the lane's
 	// path below: its earlier deliveries die first, so the dead topic keeps
 	// each entity's order for redrive.
 	if pl, ok := op.parked[d.EndpointID]; ok {
 		op.enqueueAppendLocked(pl, d, offset)
-		return deadWrite{}, true
+		return nil, deadWrite{}, true
 	}
 	ls := op.laneLocked(d.EndpointID, ep.MaxConcurrency)
 	t := &Task{
@@ -180,10 +195,9 @@ func (op *ownedPartition) routeLocked(r *kgo.Record, dec *decodedRecord, now tim
 	}
 	if ls.lane.Pending() > op.s.cfg.LaneBuffer {
 		op.parkLocked(ls, "lane_buffer")
-		return deadWrite{}, true
+		return nil, deadWrite{}, true
 	}
-	op.pumpLocked(ls, now)
-	return deadWrite{}, true
+	return ls, deadWrite{}, true // dispatch pumps it once the whole fetch is routed
 }
 
 // holdsWorkLocked reports whether the endpoint has a lane or a parked
