@@ -9,6 +9,13 @@
 #   scripts/testenv.sh test [go test args...]
 #                                up, go test -race (default ./...), down on exit
 #
+# Fault injection on a running env (the chaos harness, internal/chaos), each
+# by PID file, keeping the ports, the data dir and the env file:
+#   scripts/testenv.sh kafka-stop [--kill]   stop the broker (TERM, or KILL at once)
+#   scripts/testenv.sh kafka-start           start it again, wait until ready
+#   scripts/testenv.sh redis-stop [--kill]   stop Redis (its data is gone: no persistence)
+#   scripts/testenv.sh redis-start           start it again, wait for PONG
+#
 # Environment knobs:
 #   LANEWAY_CACHE                   jar cache root      (default $HOME/.cache/laneway)
 #   LANEWAY_TESTENV_DIR             state dir           (default /tmp/laneway-testenv;
@@ -465,6 +472,128 @@ cmd_test() {
 	exit "$TEST_RC"
 }
 
+# ------------------------------------------------- fault injection (chaos) --
+
+# need_env fails unless `up` has run in $STATE.
+need_env() {
+	[ -f "$STATE/env" ] && [ -f "$STATE/server.properties" ] && [ -e "$STATE/$MARKER" ] ||
+		die "no test env in $STATE (run: $0 up)"
+}
+
+kafka_ports() {
+	KPORT="$(sed -n 's|^listeners=PLAINTEXT://127\.0\.0\.1:\([0-9]*\),.*|\1|p' "$STATE/server.properties")"
+	CPORT="$(sed -n 's|^listeners=.*CONTROLLER://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$STATE/server.properties")"
+	[ -n "$KPORT" ] && [ -n "$CPORT" ] || die "no listener ports in $STATE/server.properties"
+}
+
+redis_port() {
+	RPORT="$(sed -n 's|^export LANEWAY_TEST_REDIS_URL=redis://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$STATE/env")"
+	[ -n "$RPORT" ] || die "no redis port in $STATE/env"
+}
+
+# kill_now NAME PID: KILL and wait until it is gone.
+kill_now() {
+	local name="$1" pid="$2" i
+	kill -KILL "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 100; i++)); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "WARNING: $name (pid $pid) still alive after KILL"
+}
+
+cmd_kafka_stop() {
+	local mode="${1:-}" pid
+	need_env
+	pid="$(ours "$STATE/kafka.pid" "kafka.Kafka $STATE/server.properties")" || die "kafka is not running in $STATE"
+	case "$mode" in
+	--kill) kill_now kafka "$pid" ;;
+	"") stop_pid kafka "$pid" 60 ;;
+	*) die "kafka-stop: unknown option $mode (only --kill)" ;;
+	esac
+	rm -f "$STATE/kafka.pid"
+	log "kafka stopped (pid $pid${mode:+, $mode})"
+}
+
+cmd_kafka_start() {
+	local t0 pid i
+	t0="$(now_ms)"
+	need_env
+	if pid="$(ours "$STATE/kafka.pid" "kafka.Kafka $STATE/server.properties")"; then
+		die "kafka is already running (pid $pid)"
+	fi
+	kafka_ports
+	# A broker just stopped may leave its ports in TIME_WAIT for a moment;
+	# Kafka binds with SO_REUSEADDR, so only a listening socket is in the way.
+	for ((i = 0; i < 50; i++)); do
+		port_in_use "$KPORT" || port_in_use "$CPORT" || break
+		sleep 0.1
+	done
+	if port_in_use "$KPORT" || port_in_use "$CPORT"; then
+		die "kafka port $KPORT or $CPORT is in use: cannot restart the broker on its ports"
+	fi
+	# The same JVM settings as `up`.
+	local java=(java -Xmx512m -Xms128m -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
+		"-Dlog4j2.configurationFile=file:$LOG4J_CONF" -cp "$LIBS/*")
+	start_bg kafka "$STATE/kafka.pid" "$STATE/kafka.log" "${java[@]}" kafka.Kafka "$STATE/server.properties"
+	pid="$(cat "$STATE/kafka.pid")"
+	local deadline=$(($(date +%s) + READY_TIMEOUT))
+	until port_in_use "$KPORT"; do
+		if ! alive "$pid"; then
+			tail -n 40 "$STATE/kafka.log" >&2 || true
+			die "kafka exited while restarting"
+		fi
+		[ "$(date +%s)" -lt "$deadline" ] || die "kafka port $KPORT not open after ${READY_TIMEOUT}s"
+		sleep 0.1
+	done
+	local left=$((deadline - $(date +%s)))
+	[ "$left" -gt 5 ] || left=5
+	if [ ! -x "$STATE/kafkaready" ]; then
+		(cd "$ROOT" && go build -o "$STATE/kafkaready" ./scripts/kafkaready) || die "could not build scripts/kafkaready"
+	fi
+	"$STATE/kafkaready" -brokers "127.0.0.1:$KPORT" -timeout "${left}s" -group -txn -q ||
+		{ tail -n 40 "$STATE/kafka.log" >&2 || true; die "restarted kafka did not answer metadata/group/transaction requests"; }
+	log "kafka restarted in $(elapsed "$t0"): pid $pid on 127.0.0.1:$KPORT"
+}
+
+cmd_redis_stop() {
+	local mode="${1:-}" pid
+	need_env
+	pid="$(ours "$STATE/redis.pid" redis-server)" || die "redis is not running in $STATE"
+	case "$mode" in
+	--kill) kill_now redis "$pid" ;;
+	"") stop_pid redis "$pid" 10 ;;
+	*) die "redis-stop: unknown option $mode (only --kill)" ;;
+	esac
+	rm -f "$STATE/redis.pid"
+	log "redis stopped (pid $pid${mode:+, $mode})"
+}
+
+cmd_redis_start() {
+	local t0 pid i
+	t0="$(now_ms)"
+	need_env
+	if pid="$(ours "$STATE/redis.pid" redis-server)"; then die "redis is already running (pid $pid)"; fi
+	redis_port
+	for ((i = 0; i < 50; i++)); do
+		port_in_use "$RPORT" || break
+		sleep 0.1
+	done
+	if port_in_use "$RPORT"; then die "redis port $RPORT is in use: cannot restart redis on its port"; fi
+	start_bg redis "$STATE/redis.pid" "$STATE/redis.log" redis-server --port "$RPORT" --bind 127.0.0.1 \
+		--save '' --appendonly no --daemonize no --dir "$STATE/redis" --protected-mode yes
+	pid="$(cat "$STATE/redis.pid")"
+	for ((i = 0; ; i++)); do
+		[ "$(redis-cli -h 127.0.0.1 -p "$RPORT" ping 2>/dev/null || true)" = PONG ] && break
+		if ! alive "$pid" || [ "$i" -ge 200 ]; then
+			tail -n 20 "$STATE/redis.log" >&2 || true
+			die "redis did not become ready on 127.0.0.1:$RPORT"
+		fi
+		sleep 0.1
+	done
+	log "redis restarted in $(elapsed "$t0"): pid $pid on 127.0.0.1:$RPORT"
+}
+
 usage() {
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
@@ -477,6 +606,10 @@ up) cmd_up ;;
 down) cmd_down ;;
 env) cmd_env ;;
 test) cmd_test "$@" ;;
+kafka-stop) cmd_kafka_stop "$@" ;;
+kafka-start) cmd_kafka_start ;;
+redis-stop) cmd_redis_stop "$@" ;;
+redis-start) cmd_redis_start ;;
 -h | --help | help) usage ;;
 *) usage ;;
 esac

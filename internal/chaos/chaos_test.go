@@ -1,0 +1,116 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/laneway/laneway/internal/testenv"
+)
+
+// TestScenarios runs every fault scenario at CI scale: real laneway
+// processes against a Kafka broker and a Redis of the test's own (the
+// broker and Redis scenarios stop them, which the shared test services must
+// never see). Each must end with 0 lost and 0 order violations.
+//
+// It runs where the real services are (LANEWAY_TEST_KAFKA_BROKERS is set by
+// scripts/testenv.sh test, which also means Kafka's jars and redis-server
+// are installed). LANEWAY_CHAOS_SCENARIOS=kill9,flap runs only those; by
+// default every scenario but broker runs (see the comment below).
+// LANEWAY_CHAOS_KEEP=dir keeps every scenario's logs in dir; a failing
+// scenario's logs are kept in any case (the path is logged).
+func TestScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault scenarios")
+	}
+	if _, ok := testenv.RealKafka(); !ok {
+		t.Skipf("needs the real services: %s not set (run through scripts/testenv.sh test)", testenv.KafkaEnv)
+	}
+	scenarios := Scenarios()
+	if only := os.Getenv("LANEWAY_CHAOS_SCENARIOS"); only != "" {
+		names := strings.Split(only, ",")
+		scenarios = slices.DeleteFunc(scenarios, func(s Scenario) bool { return !slices.Contains(names, s.Name) })
+	} else {
+		// The broker scenario still loses deliveries after an unclean
+		// broker restart (docs/reliability.md, F2 and F3: not yet fixed),
+		// so CI runs it only on demand: LANEWAY_CHAOS_SCENARIOS=broker.
+		scenarios = slices.DeleteFunc(scenarios, func(s Scenario) bool { return s.Name == "broker" })
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := CIConfig()
+	cfg.Root = root
+	cfg.WorkDir = t.TempDir()
+	if keep := os.Getenv("LANEWAY_CHAOS_KEEP"); keep != "" {
+		cfg.WorkDir = keep
+	}
+	cfg.Logf = t.Logf
+
+	started := time.Now()
+	if cfg.Bin, err = BuildLaneway(ctx, root, cfg.WorkDir); err != nil {
+		t.Fatal(err)
+	}
+	env, err := StartEnv(ctx, root, filepath.Join(cfg.WorkDir, "env"), testLogWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Down(); err != nil {
+			t.Errorf("stopping the private broker and Redis: %v", err)
+		}
+	})
+	t.Logf("private broker %v and Redis %s up, laneway built, in %v", env.Brokers, env.RedisURL, time.Since(started).Round(time.Millisecond))
+
+	var results []*Result
+	for _, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			cfg.Logf = t.Logf
+			res, err := Run(ctx, env, cfg, sc)
+			if res != nil {
+				results = append(results, res)
+				t.Log("\n" + Summary(res))
+			}
+			if err != nil {
+				t.Fatalf("harness: %v", err)
+			}
+			if !res.Pass() {
+				keep := keepLogs(t, res.Dir, env)
+				t.Errorf("scenario %s failed: %s (logs kept in %s)", sc.Name, res.Check.String(), keep)
+			}
+		})
+	}
+	t.Logf("all scenarios in %v\n%s\n%s", time.Since(started).Round(time.Second), Table(results), FaultTable(results))
+}
+
+// keepLogs copies a failed scenario's directory out of the test's temporary
+// directory, with the broker's and Redis's logs.
+func keepLogs(t *testing.T, dir string, env *Env) string {
+	dst, err := os.MkdirTemp("", "laneway-chaos-"+filepath.Base(dir)+"-")
+	if err != nil {
+		t.Logf("keeping logs: %v", err)
+		return dir
+	}
+	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
+		t.Logf("keeping logs: %v", err)
+	}
+	for _, name := range []string{"kafka.log", "redis.log"} {
+		if b, err := os.ReadFile(filepath.Join(env.Dir, name)); err == nil {
+			_ = os.WriteFile(filepath.Join(dst, "env-"+name), b, 0o644)
+		}
+	}
+	return dst
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,284 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/laneway/laneway/internal/ordercheck"
+)
+
+// Mode is how a receiver endpoint answers right now.
+type Mode int32
+
+const (
+	ModeOK    Mode = iota // 204 after the endpoint's delay
+	Mode500               // 500 at once
+	Mode503               // 503 with Retry-After: 1
+	ModeHang              // no answer until the sender gives up
+	ModeReset             // the connection is reset before any answer
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeOK:
+		return "ok"
+	case Mode500:
+		return "500"
+	case Mode503:
+		return "503+retry-after"
+	case ModeHang:
+		return "hang"
+	case ModeReset:
+		return "reset"
+	}
+	return "unknown"
+}
+
+// Receivers is the receiver fleet: one HTTP server per endpoint, each on a
+// port of its own (as real endpoints have hosts of their own). Every request
+// is verified with the official Standard Webhooks library; every delivery
+// answered 2xx is appended to the receipt log (NDJSON of
+// ordercheck.Receipt) with its arrival sequence number.
+type Receivers struct {
+	seq     atomic.Int64
+	closing chan struct{}
+	notify  chan struct{}
+
+	mu       sync.Mutex
+	eps      []*recvEndpoint
+	log      *bufio.Writer
+	logFile  *os.File
+	receipts []ordercheck.Receipt
+	closed   bool
+}
+
+type recvEndpoint struct {
+	r        *Receivers
+	name     string
+	id       atomic.Pointer[string]
+	verifier atomic.Pointer[standardwebhooks.Webhook]
+	delay    time.Duration
+	mode     atomic.Int32
+	ln       net.Listener
+	srv      *http.Server
+
+	requests, failed, badSigs, overlaps atomic.Int64
+
+	mu      sync.Mutex
+	running map[string]int // entity -> requests in flight
+}
+
+// NewReceivers opens the receipt log at path.
+func NewReceivers(path string) (*Receivers, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &Receivers{closing: make(chan struct{}), notify: make(chan struct{}, 1), log: bufio.NewWriterSize(f, 256<<10), logFile: f}, nil
+}
+
+// Add starts the server of one endpoint and returns its URL. delay is how
+// long a healthy answer waits.
+func (r *Receivers) Add(name string, delay time.Duration) (*recvEndpoint, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	ep := &recvEndpoint{r: r, name: name, delay: delay, ln: ln, running: map[string]int{}}
+	ep.srv = &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	go func() { _ = ep.srv.Serve(ln) }()
+	r.mu.Lock()
+	r.eps = append(r.eps, ep)
+	r.mu.Unlock()
+	return ep, "http://" + ln.Addr().String() + "/hooks/" + name, nil
+}
+
+// SetEndpoint names the endpoint id and the secret its deliveries are signed with.
+func (ep *recvEndpoint) SetEndpoint(id, secret string) error {
+	v, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return err
+	}
+	ep.id.Store(&id)
+	ep.verifier.Store(v)
+	return nil
+}
+
+// SetMode changes how the endpoint answers requests from now on.
+func (ep *recvEndpoint) SetMode(m Mode) { ep.mode.Store(int32(m)) }
+
+func (ep *recvEndpoint) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	at := time.Now()
+	seq := ep.r.seq.Add(1)
+	ep.requests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	v := ep.verifier.Load()
+	if err != nil || v == nil || v.Verify(body, req.Header) != nil {
+		ep.badSigs.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var p struct {
+		ID     string `json:"id"`
+		Entity struct {
+			ID       string `json:"id"`
+			Revision int64  `json:"revision"`
+		} `json:"entity"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil || p.ID != req.Header.Get("webhook-id") {
+		ep.badSigs.Add(1) // a signed body that is not the contract's is as bad
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	ep.mu.Lock()
+	ep.running[p.Entity.ID]++
+	if ep.running[p.Entity.ID] > 1 {
+		ep.overlaps.Add(1)
+	}
+	ep.mu.Unlock()
+	defer func() {
+		ep.mu.Lock()
+		if ep.running[p.Entity.ID]--; ep.running[p.Entity.ID] <= 0 {
+			delete(ep.running, p.Entity.ID)
+		}
+		ep.mu.Unlock()
+	}()
+
+	status := ep.answer(w, req)
+	if status < 200 || status > 299 {
+		ep.failed.Add(1)
+		return
+	}
+	ep.r.record(ordercheck.Receipt{
+		Endpoint: *ep.id.Load(), EventID: p.ID, Entity: p.Entity.ID, Revision: p.Entity.Revision,
+		Seq: seq, At: at, Done: time.Now(), Status: status,
+	})
+}
+
+// answer replies as the endpoint's mode says and returns the status sent
+// (0 when none was).
+func (ep *recvEndpoint) answer(w http.ResponseWriter, req *http.Request) int {
+	switch Mode(ep.mode.Load()) {
+	case Mode500:
+		w.WriteHeader(http.StatusInternalServerError)
+		return http.StatusInternalServerError
+	case Mode503:
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	case ModeHang:
+		select {
+		case <-req.Context().Done():
+		case <-ep.r.closing:
+		}
+		return 0
+	case ModeReset:
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = conn.Close()
+		}
+		return 0
+	}
+	if ep.delay > 0 {
+		t := time.NewTimer(ep.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			return 0
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+func (r *Receivers) record(rc ordercheck.Receipt) {
+	line, _ := json.Marshal(rc)
+	r.mu.Lock()
+	if !r.closed {
+		r.receipts = append(r.receipts, rc)
+		_, _ = r.log.Write(append(line, '\n'))
+	}
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Changed is signalled (coalesced) after every receipt.
+func (r *Receivers) Changed() <-chan struct{} { return r.notify }
+
+// Receipts returns a copy of the receipts so far.
+func (r *Receivers) Receipts() []ordercheck.Receipt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ordercheck.Receipt(nil), r.receipts...)
+}
+
+// Count is the number of receipts so far.
+func (r *Receivers) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.receipts)
+}
+
+// ReceiverStats are the fleet's counters of what the receipt log does not hold.
+type ReceiverStats struct {
+	Requests      int64 `json:"requests"`       // every request, answered or not
+	Failed        int64 `json:"failed"`         // answered non-2xx by a failing mode, or abandoned by the sender
+	BadSignatures int64 `json:"bad_signatures"` // signature or body did not verify: must stay 0
+	Overlaps      int64 `json:"overlaps"`       // a request for an (endpoint, entity) while another was in flight
+}
+
+// Stats sums the counters over the endpoints.
+func (r *Receivers) Stats() ReceiverStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var s ReceiverStats
+	for _, ep := range r.eps {
+		s.Requests += ep.requests.Load()
+		s.Failed += ep.failed.Load()
+		s.BadSignatures += ep.badSigs.Load()
+		s.Overlaps += ep.overlaps.Load()
+	}
+	return s
+}
+
+// Close stops the servers, releases hanging requests and flushes the log.
+func (r *Receivers) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	eps := r.eps
+	r.mu.Unlock()
+	close(r.closing)
+	for _, ep := range eps {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = ep.srv.Shutdown(ctx)
+		cancel()
+		_ = ep.srv.Close()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	err := r.log.Flush()
+	if cerr := r.logFile.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,289 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Scenario is one kind of fault, injected while the load runs.
+type Scenario struct {
+	Name string
+	// Doc says what the scenario does, for reports.
+	Doc string
+	// Instances is how many laneway processes it runs.
+	Instances func(c Config) int
+	// Flags are laneway flags it adds to the common ones.
+	Flags []string
+	// Inject injects the faults, recording each with Harness.Fault. It runs
+	// after the warm-up; the load goes on for Config.Tail after it returns.
+	Inject func(ctx context.Context, h *Harness) error
+}
+
+// Scenarios are every scenario, in the order a full run takes them (the ones
+// that stop the broker or Redis last, so a service that fails to come back
+// spoils nothing else).
+func Scenarios() []Scenario {
+	return []Scenario{kill9, rolling, flap, redisFaults, broker}
+}
+
+// ScenarioByName finds a scenario.
+func ScenarioByName(name string) (Scenario, bool) {
+	i := slices.IndexFunc(Scenarios(), func(s Scenario) bool { return s.Name == name })
+	if i < 0 {
+		return Scenario{}, false
+	}
+	return Scenarios()[i], true
+}
+
+// Names of the scenarios.
+func Names() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func fixed(n int) func(Config) int { return func(Config) int { return n } }
+
+func configured(c Config) int { return max(c.Instances, 2) }
+
+var kill9 = Scenario{
+	Name:      "kill9",
+	Doc:       "kill -9 one instance mid-load, ten times, alternating instances; each is restarted at once",
+	Instances: configured,
+	Inject: func(ctx context.Context, h *Harness) error {
+		for i := range h.cfg.Kills {
+			if i > 0 && !sleepCtx(ctx, h.cfg.KillEvery) {
+				return ctx.Err()
+			}
+			in := h.instances[i%len(h.instances)]
+			f := h.Fault("kill -9", in.ID, fastEndpoints)
+			if err := in.Kill(); err != nil {
+				return err
+			}
+			if err := in.Start(ctx); err != nil {
+				return err
+			}
+			h.Restored(f)
+		}
+		return nil
+	},
+}
+
+var rolling = Scenario{
+	Name:      "rolling",
+	Doc:       "rolling restart of three instances: SIGTERM, wait for the exit, start, wait until the groups are stable again",
+	Instances: func(c Config) int { return max(c.Instances, 3) },
+	Inject: func(ctx context.Context, h *Harness) error {
+		for i, in := range h.instances {
+			if i > 0 && !sleepCtx(ctx, h.cfg.RollGap) {
+				return ctx.Err()
+			}
+			f := h.Fault("SIGTERM + restart", in.ID, fastEndpoints)
+			if err := in.Stop(time.Minute); err != nil {
+				return err
+			}
+			if err := in.Start(ctx); err != nil {
+				return err
+			}
+			if err := h.waitGroups(ctx, len(h.instances)); err != nil {
+				return err
+			}
+			h.Restored(f)
+		}
+		return nil
+	},
+}
+
+var broker = Scenario{
+	Name:      "broker",
+	Doc:       "the Kafka broker stopped (SIGTERM) and restarted on its port and data; later killed (SIGKILL) and restarted",
+	Instances: configured,
+	Inject: func(ctx context.Context, h *Harness) error {
+		for i, kill := range []bool{false, true} {
+			if i > 0 && !sleepCtx(ctx, h.cfg.Gap) {
+				return ctx.Err()
+			}
+			kind := "broker SIGTERM"
+			if kill {
+				kind = "broker SIGKILL"
+			}
+			f := h.Fault(kind, "kafka", fastEndpoints)
+			if err := h.env.KafkaStop(ctx, kill); err != nil {
+				return err
+			}
+			if !sleepCtx(ctx, h.cfg.BrokerDown) {
+				return ctx.Err()
+			}
+			if err := h.env.KafkaStart(ctx); err != nil {
+				return err
+			}
+			h.Restored(f)
+		}
+		return nil
+	},
+}
+
+var redisFaults = Scenario{
+	Name: "redis",
+	Doc: "Redis FLUSHALL; separately, Redis killed and restarted empty; meanwhile the flappy receiver fails " +
+		"in bursts, so that breaker state is in Redis when it goes",
+	Instances: configured,
+	Inject: func(ctx context.Context, h *Harness) error {
+		stop := h.flapInBackground(ctx, Mode500)
+		defer stop()
+		f := h.Fault("redis FLUSHALL", "redis", fastEndpoints)
+		if err := h.env.FlushAll(ctx); err != nil {
+			return err
+		}
+		h.Restored(f)
+		if !sleepCtx(ctx, h.cfg.Gap) {
+			return ctx.Err()
+		}
+		f = h.Fault("redis SIGKILL + restart", "redis", fastEndpoints)
+		if err := h.env.RedisStop(ctx, true); err != nil {
+			return err
+		}
+		if !sleepCtx(ctx, h.cfg.RedisDown) {
+			return ctx.Err()
+		}
+		if err := h.env.RedisStart(ctx); err != nil {
+			return err
+		}
+		h.Restored(f)
+		return nil
+	},
+}
+
+var flap = Scenario{
+	Name: "flap",
+	Doc: "the flappy receiver alternates between healthy and failing (500, 503 with Retry-After, hang past the " +
+		"attempt timeout, connection reset); three attempts allowed and the breaker kept out of the way (the redis " +
+		"scenario has it), so deliveries that fail three times are dead-lettered",
+	Instances: configured,
+	Flags:     []string{"--max-attempts", "3", "--breaker-threshold", "100000"},
+	Inject: func(ctx context.Context, h *Harness) error {
+		modes := []Mode{Mode500, Mode503, ModeHang, ModeReset}
+		ep := h.endpoint("flappy")
+		for i := range h.cfg.FlapCycles {
+			mode := modes[i%len(modes)]
+			f := h.Fault("receiver "+mode.String(), "flappy", []string{"flappy"})
+			ep.SetMode(mode)
+			if !sleepCtx(ctx, h.cfg.FlapFailing) {
+				return ctx.Err()
+			}
+			ep.SetMode(ModeOK)
+			h.Restored(f)
+			if !sleepCtx(ctx, h.cfg.FlapHealthy) {
+				return ctx.Err()
+			}
+		}
+		return nil
+	},
+}
+
+// flapInBackground makes the flappy receiver fail with mode and recover in
+// turns until the returned stop is called.
+func (h *Harness) flapInBackground(ctx context.Context, mode Mode) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	ep := h.endpoint("flappy")
+	wg.Go(func() {
+		defer ep.SetMode(ModeOK)
+		for {
+			ep.SetMode(mode)
+			if !sleepCtx(ctx, h.cfg.FlapFailing) {
+				return
+			}
+			ep.SetMode(ModeOK)
+			if !sleepCtx(ctx, h.cfg.FlapHealthy) {
+				return
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind   string    `json:"kind"`
+	Target string    `json:"target"`
+	At     time.Time `json:"at"`
+	// Restored is when the process or service was back (the restarted
+	// process ready, the broker answering); At for an instant fault.
+	Restored time.Time `json:"restored"`
+	// Measure names the endpoints whose deliveries measure the recovery.
+	Measure []string `json:"measure"`
+	// Recovery is from At to the last moment before the next fault at which
+	// an event was overdue (not at a Measure endpoint Config.LateAfter after
+	// Kafka acknowledged it): the time until deliveries were back on time.
+	// 0: nothing was late. See the function Recovery.
+	Recovery time.Duration `json:"recovery_ns"`
+	// Late counts the overdue (event, endpoint) pairs Recovery covers.
+	Late int `json:"late"`
+	// Recovered is false when some pair was still overdue when the run
+	// ended: deliveries never got back on time after this fault.
+	Recovered bool `json:"recovered"`
+}
+
+// Outage is how long the faulty process or service was away.
+func (f Fault) Outage() time.Duration { return max(0, f.Restored.Sub(f.At)) }
+
+var fastEndpoints = []string{"fast-a", "fast-b", "fast-c"}
+
+// Fault records a fault that starts now.
+func (h *Harness) Fault(kind, target string, measure []string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	h.faults = append(h.faults, Fault{Kind: kind, Target: target, At: now, Restored: now, Measure: measure})
+	h.cfg.logf("%s: fault %d: %s %s", h.sc.Name, len(h.faults), kind, target)
+	return len(h.faults) - 1
+}
+
+// Restored records that fault i is over.
+func (h *Harness) Restored(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults[i].Restored = time.Now()
+	h.cfg.logf("%s: fault %d over after %v", h.sc.Name, i+1, h.faults[i].Outage().Round(time.Millisecond))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func randomSuffix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// joinErrs joins the non-nil errors.
+func joinErrs(errs ...error) error { return errors.Join(errs...) }
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(s))
+}

@@ -1,0 +1,350 @@
+// Package ordercheck is the independent checker of Laneway's delivery
+// guarantees. It knows nothing of Laneway's internals: it reads what a
+// producer says Kafka accepted, which endpoints were subscribed to what, what
+// the receivers accepted (in the order they saw it) and what the dead-letter
+// topic holds, and reports
+//
+//   - lost: an accepted event that was neither delivered to each subscribed
+//     endpoint, nor dead-lettered for it with a reason, nor superseded by
+//     coalescing (a state event — coalesce: true — is superseded for an
+//     endpoint when a later state revision of the same entity was delivered
+//     to that endpoint or dead-lettered for it: that is the only way
+//     Laneway's coalescing rule ever drops a delivery);
+//   - order violations: for one (endpoint, entity), a first delivery of
+//     revision r after the first delivery of a revision above r (replays of
+//     an event already delivered are duplicates, not disorder);
+//   - duplicates: deliveries of an (endpoint, event) beyond its first,
+//     counted and reported (at least once allows them).
+//
+// It also counts what should never happen at all: deliveries to an endpoint
+// that was not subscribed to the event, and bodies whose entity or revision
+// differ from the event's.
+//
+// Check is pure; the loaders read the NDJSON files the chaos harness writes
+// (and any other producer or receiver can write), and ReadDeadTopic reads a
+// dead-letter topic from its start to its end.
+package ordercheck
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Accepted is one event the producer published: accepted by Kafka when Err
+// is empty (acks=all, with its partition and offset), otherwise a publish
+// whose outcome the producer does not know. Events with an Err are never
+// counted as lost, and their deliveries are not unexpected.
+type Accepted struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Type      string    `json:"type"`
+	Entity    string    `json:"entity"`
+	Revision  int64     `json:"rev"`
+	Coalesce  bool      `json:"coalesce,omitempty"`
+	Partition int32     `json:"p"`
+	Offset    int64     `json:"o"`
+	AckedAt   time.Time `json:"acked_at"`
+	Err       string    `json:"err,omitempty"`
+}
+
+// Endpoint is one endpoint's subscription: events of Tenant whose type is in
+// EventTypes (every type when empty) go to it.
+type Endpoint struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name,omitempty"`
+	Tenant     string   `json:"tenant"`
+	EventTypes []string `json:"event_types,omitempty"`
+}
+
+// Subscribes reports whether the endpoint should receive e.
+func (ep Endpoint) Subscribes(e Accepted) bool {
+	return ep.Tenant == e.Tenant && (len(ep.EventTypes) == 0 || slices.Contains(ep.EventTypes, e.Type))
+}
+
+// Receipt is one delivery a receiver accepted (answered 2xx). Seq orders the
+// receipts of one receiver log by arrival; At is the arrival time.
+type Receipt struct {
+	Endpoint string    `json:"ep"`
+	EventID  string    `json:"id"`
+	Entity   string    `json:"entity"`
+	Revision int64     `json:"rev"`
+	Seq      int64     `json:"seq"`
+	At       time.Time `json:"at"`
+	Done     time.Time `json:"done,omitzero"`
+	Status   int       `json:"status,omitempty"`
+}
+
+// Dead is one dead letter of a delivery: the endpoint, the event and why.
+type Dead struct {
+	Endpoint string    `json:"ep"`
+	EventID  string    `json:"id"`
+	Entity   string    `json:"entity"`
+	Revision int64     `json:"rev"`
+	Reason   string    `json:"reason"`
+	Detail   string    `json:"detail,omitempty"`
+	DeadAt   time.Time `json:"dead_at,omitzero"`
+}
+
+// Input is everything Check looks at.
+type Input struct {
+	Accepted  []Accepted
+	Endpoints []Endpoint
+	Receipts  []Receipt
+	Dead      []Dead
+}
+
+// Report is Check's verdict. Pass requires Lost, OrderViolations,
+// Misrouted and Mismatched to be 0.
+type Report struct {
+	Events     int `json:"events"`     // accepted events
+	Unacked    int `json:"unacked"`    // publishes with an unknown outcome (not counted)
+	Expected   int `json:"expected"`   // (event, subscribed endpoint) pairs of accepted events
+	Delivered  int `json:"delivered"`  // expected pairs delivered at least once
+	DeadPairs  int `json:"dead"`       // expected pairs not delivered, dead-lettered with a reason
+	Superseded int `json:"superseded"` // expected pairs neither, superseded by a later state revision
+	Lost       int `json:"lost"`
+
+	Receipts        int `json:"receipts"`         // receipts read
+	Duplicates      int `json:"duplicates"`       // receipts beyond the first per (endpoint, event)
+	DuplicatedPairs int `json:"duplicated_pairs"` // (endpoint, event) pairs received more than once
+	OrderViolations int `json:"order_violations"`
+	Misrouted       int `json:"misrouted"`  // receipts at an endpoint not subscribed to the event, or of unknown events
+	Mismatched      int `json:"mismatched"` // receipts whose entity or revision differ from the event's
+
+	DeadLetters     int `json:"dead_letters"`      // dead letters of this run's endpoints
+	DeadNoReason    int `json:"dead_no_reason"`    // dead letters without a reason (not counted as handled)
+	DeadDelivered   int `json:"dead_delivered"`    // expected pairs both delivered and dead-lettered
+	OutOfOrderInLog int `json:"accepted_disorder"` // an entity's revisions not increasing with its offsets in the accepted log
+
+	// Samples of each problem, at most MaxSamples of each.
+	LostSamples      []string `json:"lost_samples,omitempty"`
+	ViolationSamples []string `json:"violation_samples,omitempty"`
+	OtherSamples     []string `json:"other_samples,omitempty"`
+	// PerEndpoint breaks the figures down by endpoint id.
+	PerEndpoint map[string]*EndpointFigures `json:"per_endpoint,omitempty"`
+}
+
+// EndpointFigures is Report's breakdown for one endpoint.
+type EndpointFigures struct {
+	Name            string `json:"name,omitempty"`
+	Expected        int    `json:"expected"`
+	Delivered       int    `json:"delivered"`
+	Dead            int    `json:"dead"`
+	Superseded      int    `json:"superseded"`
+	Lost            int    `json:"lost"`
+	Duplicates      int    `json:"duplicates"`
+	OrderViolations int    `json:"order_violations"`
+}
+
+// MaxSamples bounds the examples a report lists per problem.
+const MaxSamples = 20
+
+// Pass reports whether nothing was lost, nothing was out of order and
+// nothing arrived where it should not have.
+func (r *Report) Pass() bool {
+	return r.Lost == 0 && r.OrderViolations == 0 && r.Misrouted == 0 && r.Mismatched == 0
+}
+
+// String is a one-line summary.
+func (r *Report) String() string {
+	verdict := "PASS"
+	if !r.Pass() {
+		verdict = "FAIL"
+	}
+	return fmt.Sprintf("%s: %d events, %d expected deliveries: %d delivered, %d dead-lettered, %d superseded, %d lost; "+
+		"%d receipts, %d duplicates, %d order violations, %d misrouted, %d mismatched",
+		verdict, r.Events, r.Expected, r.Delivered, r.DeadPairs, r.Superseded, r.Lost,
+		r.Receipts, r.Duplicates, r.OrderViolations, r.Misrouted, r.Mismatched)
+}
+
+type pairKey struct{ endpoint, event string }
+
+type entityKey struct{ endpoint, entity string }
+
+// Check applies the definitions in the package comment.
+func Check(in Input) Report {
+	rep := Report{PerEndpoint: map[string]*EndpointFigures{}}
+	for _, ep := range in.Endpoints {
+		rep.PerEndpoint[ep.ID] = &EndpointFigures{Name: ep.Name}
+	}
+	known := make(map[string]int, len(in.Accepted)) // event id -> index in Accepted
+	for i, e := range in.Accepted {
+		known[e.ID] = i
+		if e.Err != "" {
+			rep.Unacked++
+		} else {
+			rep.Events++
+		}
+	}
+	rep.OutOfOrderInLog = acceptedDisorder(in.Accepted, &rep)
+
+	// Receipts: duplicates, routing, payload, and first-delivery order per
+	// (endpoint, entity) in arrival order.
+	receipts := slices.Clone(in.Receipts)
+	slices.SortStableFunc(receipts, func(a, b Receipt) int {
+		return cmp.Or(cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.Seq, b.Seq))
+	})
+	rep.Receipts = len(receipts)
+	delivered := map[pairKey]int{}
+	highest := map[entityKey]int64{}
+	endpoints := map[string]Endpoint{}
+	for _, ep := range in.Endpoints {
+		endpoints[ep.ID] = ep
+	}
+	for _, r := range receipts {
+		k := pairKey{r.Endpoint, r.EventID}
+		delivered[k]++
+		fig := rep.figures(r.Endpoint)
+		if delivered[k] > 1 {
+			rep.Duplicates++
+			fig.Duplicates++
+			if delivered[k] == 2 {
+				rep.DuplicatedPairs++
+			}
+			continue
+		}
+		i, isKnown := known[r.EventID]
+		ep, isEndpoint := endpoints[r.Endpoint]
+		switch {
+		case !isKnown:
+			rep.Misrouted++
+			rep.other("receipt of unknown event %s at endpoint %s", r.EventID, r.Endpoint)
+		case !isEndpoint || !ep.Subscribes(in.Accepted[i]):
+			rep.Misrouted++
+			rep.other("event %s delivered to endpoint %s, which is not subscribed to it", r.EventID, r.Endpoint)
+		}
+		if isKnown && (in.Accepted[i].Entity != r.Entity || in.Accepted[i].Revision != r.Revision) {
+			rep.Mismatched++
+			rep.other("event %s arrived at %s as %s rev %d, published as %s rev %d",
+				r.EventID, r.Endpoint, r.Entity, r.Revision, in.Accepted[i].Entity, in.Accepted[i].Revision)
+		}
+		ek := entityKey{r.Endpoint, r.Entity}
+		if top, seen := highest[ek]; seen && r.Revision < top {
+			rep.OrderViolations++
+			fig.OrderViolations++
+			if len(rep.ViolationSamples) < MaxSamples {
+				rep.ViolationSamples = append(rep.ViolationSamples, fmt.Sprintf(
+					"endpoint %s entity %s: revision %d (event %s, receipt %d at %s) first delivered after revision %d",
+					r.Endpoint, r.Entity, r.Revision, r.EventID, r.Seq, r.At.Format(time.RFC3339Nano), top))
+			}
+		}
+		if top, seen := highest[ek]; !seen || r.Revision > top {
+			highest[ek] = r.Revision
+		}
+	}
+
+	// Dead letters with a reason end a pair.
+	dead := map[pairKey]bool{}
+	for _, d := range in.Dead {
+		if _, ours := endpoints[d.Endpoint]; !ours {
+			continue
+		}
+		rep.DeadLetters++
+		if d.Reason == "" {
+			rep.DeadNoReason++
+			rep.other("dead letter of event %s for endpoint %s has no reason", d.EventID, d.Endpoint)
+			continue
+		}
+		dead[pairKey{d.Endpoint, d.EventID}] = true
+	}
+
+	// The newest handled (delivered or dead) state revision per (endpoint,
+	// entity): it supersedes every older state revision.
+	handledState := map[entityKey]int64{}
+	for _, e := range in.Accepted {
+		if !e.Coalesce {
+			continue
+		}
+		for _, ep := range in.Endpoints {
+			k := pairKey{ep.ID, e.ID}
+			if delivered[k] == 0 && !dead[k] {
+				continue
+			}
+			ek := entityKey{ep.ID, e.Entity}
+			if top, ok := handledState[ek]; !ok || e.Revision > top {
+				handledState[ek] = e.Revision
+			}
+		}
+	}
+
+	for _, e := range in.Accepted {
+		if e.Err != "" {
+			continue
+		}
+		for _, ep := range in.Endpoints {
+			if !ep.Subscribes(e) {
+				continue
+			}
+			rep.Expected++
+			fig := rep.figures(ep.ID)
+			fig.Expected++
+			k := pairKey{ep.ID, e.ID}
+			switch top, ok := handledState[entityKey{ep.ID, e.Entity}]; {
+			case delivered[k] > 0:
+				rep.Delivered++
+				fig.Delivered++
+				if dead[k] {
+					rep.DeadDelivered++
+				}
+			case dead[k]:
+				rep.DeadPairs++
+				fig.Dead++
+			case e.Coalesce && ok && top > e.Revision:
+				rep.Superseded++
+				fig.Superseded++
+			default:
+				rep.Lost++
+				fig.Lost++
+				if len(rep.LostSamples) < MaxSamples {
+					rep.LostSamples = append(rep.LostSamples, fmt.Sprintf(
+						"event %s (%s %s rev %d, coalesce %t, %d/%d, accepted %s) never reached endpoint %s",
+						e.ID, e.Tenant, e.Entity, e.Revision, e.Coalesce, e.Partition, e.Offset,
+						e.AckedAt.Format(time.RFC3339Nano), ep.ID))
+				}
+			}
+		}
+	}
+	return rep
+}
+
+func (r *Report) figures(endpoint string) *EndpointFigures {
+	f, ok := r.PerEndpoint[endpoint]
+	if !ok {
+		f = &EndpointFigures{}
+		r.PerEndpoint[endpoint] = f
+	}
+	return f
+}
+
+func (r *Report) other(format string, args ...any) {
+	if len(r.OtherSamples) < MaxSamples {
+		r.OtherSamples = append(r.OtherSamples, fmt.Sprintf(format, args...))
+	}
+}
+
+// acceptedDisorder counts entities whose accepted revisions do not increase
+// with their offsets: the producer's own order, which the order check
+// relies on (an entity's events share a partition, so offsets order them).
+func acceptedDisorder(accepted []Accepted, rep *Report) int {
+	byEntity := map[string][]Accepted{}
+	for _, e := range accepted {
+		if e.Err == "" {
+			byEntity[e.Entity] = append(byEntity[e.Entity], e)
+		}
+	}
+	n := 0
+	for entity, evs := range byEntity {
+		slices.SortFunc(evs, func(a, b Accepted) int { return cmp.Compare(a.Offset, b.Offset) })
+		for i := 1; i < len(evs); i++ {
+			if evs[i].Partition != evs[i-1].Partition || evs[i].Revision <= evs[i-1].Revision {
+				n++
+				rep.other("entity %s: accepted revisions not increasing with offsets (rev %d at %d/%d after rev %d at %d/%d)",
+					entity, evs[i].Revision, evs[i].Partition, evs[i].Offset, evs[i-1].Revision, evs[i-1].Partition, evs[i-1].Offset)
+				break
+			}
+		}
+	}
+	return n
+}
