@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -32,26 +33,45 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	filter := deadletter.Filter{EndpointID: q.Get("endpoint_id"), Reason: q.Get("reason")}
-	var err error
-	if filter.Since, err = parseTimeParam(q.Get("since"), "since"); err == nil {
-		filter.Until, err = parseTimeParam(q.Get("until"), "until")
-	}
-	limit := logscan.DefaultLimit
-	if err == nil {
-		limit, err = parseLimit(q.Get("limit"))
-	}
+	sp, err := parseSearch(q)
 	if err != nil {
 		writeInvalid(w, err)
 		return
 	}
-	page, err := s.dead.Find(r.Context(), filter, q.Get("cursor"), limit)
+	filter := deadletter.Filter{EndpointID: q.Get("endpoint_id"), Reason: q.Get("reason"), Since: sp.since, Until: sp.until}
+	page, err := s.dead.Find(r.Context(), filter, sp.cursor, sp.limit)
+	s.writeSearch(w, r, "dead-letter search", page, err)
+}
+
+// searchParams are the query parameters every time-range search shares.
+type searchParams struct {
+	since, until time.Time
+	cursor       string
+	limit        int
+}
+
+func parseSearch(q url.Values) (searchParams, error) {
+	sp := searchParams{cursor: q.Get("cursor")}
+	var err error
+	if sp.since, err = parseTimeParam(q.Get("since"), "since"); err != nil {
+		return sp, err
+	}
+	if sp.until, err = parseTimeParam(q.Get("until"), "until"); err != nil {
+		return sp, err
+	}
+	sp.limit, err = parseLimit(q.Get("limit"))
+	return sp, err
+}
+
+// writeSearch answers a search with its page, or with the error a search
+// can end in: a foreign cursor (400) or Kafka failing (503).
+func (s *Server) writeSearch(w http.ResponseWriter, r *http.Request, what string, page any, err error) {
 	switch {
 	case errors.Is(err, logscan.ErrBadCursor):
 		writeInvalid(w, &endpoint.ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
 	case err != nil:
-		s.logger.ErrorContext(r.Context(), "api: dead-letter search failed", "error", err)
-		writeError(w, http.StatusServiceUnavailable, "dead-letter search failed, retry: "+err.Error())
+		s.logger.ErrorContext(r.Context(), "api: "+what+" failed", "error", err)
+		writeError(w, http.StatusServiceUnavailable, what+" failed, retry: "+err.Error())
 	default:
 		writeJSON(w, http.StatusOK, page)
 	}

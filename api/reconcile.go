@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/eventsearch"
-	"github.com/laneway/laneway/internal/logscan"
 )
 
 // EventFinder searches the events topic by time range.
@@ -24,30 +22,15 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	filter := eventsearch.Filter{Tenant: q.Get("tenant"), Type: q.Get("type"), Entity: q.Get("entity")}
-	var err error
-	if filter.Since, err = parseTimeParam(q.Get("since"), "since"); err == nil {
-		filter.Until, err = parseTimeParam(q.Get("until"), "until")
-	}
-	limit := logscan.DefaultLimit
-	if err == nil {
-		limit, err = parseLimit(q.Get("limit"))
-	}
-	if err == nil && q.Get("cursor") == "" && filter.Since.IsZero() {
+	sp, err := parseSearch(q)
+	if err == nil && sp.cursor == "" && sp.since.IsZero() {
 		err = &endpoint.ValidationError{Field: "since", Reason: "is required: searches read a time range, not the whole topic"}
 	}
 	if err != nil {
 		writeInvalid(w, err)
 		return
 	}
-	page, err := s.events.Find(r.Context(), filter, q.Get("cursor"), limit)
-	switch {
-	case errors.Is(err, logscan.ErrBadCursor):
-		writeInvalid(w, &endpoint.ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
-	case err != nil:
-		s.logger.ErrorContext(r.Context(), "api: event search failed", "error", err)
-		writeError(w, http.StatusServiceUnavailable, "event search failed, retry: "+err.Error())
-	default:
-		writeJSON(w, http.StatusOK, page)
-	}
+	filter := eventsearch.Filter{Tenant: q.Get("tenant"), Type: q.Get("type"), Entity: q.Get("entity"), Since: sp.since, Until: sp.until}
+	page, err := s.events.Find(r.Context(), filter, sp.cursor, sp.limit)
+	s.writeSearch(w, r, "event search", page, err)
 }

@@ -28,26 +28,8 @@ import (
 // parked backlog drains, restarts it, and checks that every event arrives
 // and that no entity's revisions are first delivered out of order.
 func TestCrashWhileParkedBacklogDrains(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test")
-	}
-	b, ok := testenv.RealKafka()
-	if !ok {
-		t.Skipf("needs the real broker: %s not set", testenv.KafkaEnv)
-	}
-	bin := buildLaneway(t)
-	f, err := fleet.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-
-	ns := testenv.Unique("crash")
-	addr := freeAddr(t)
-	args := []string{"serve", "--kafka-brokers", strings.Join(b.Brokers, ","), "--redis-url", b.RedisURL,
-		"--http-addr", addr, "--topic-prefix", ns, "--group-prefix", ns, "--instance-id", ns, "--partitions", "4",
-		"--allow-targets", "127.0.0.0/8", "--park-after", "500ms", "--session-timeout", "6s", "--commit-interval", "200ms",
-		"--retry-base", "1s", "--log-level", cmp.Or(os.Getenv("LANEWAY_TEST_LOG"), "warn"), "--log-format", "text"}
+	run := newProcessRun(t, "crash", "--park-after", "500ms", "--commit-interval", "200ms", "--retry-base", "1s")
+	b, bin, f, args, addr := run.b, run.bin, run.fleet, run.args, run.addr
 	proc := startProcess(t, bin, args, addr)
 	api := apiClient{t: t, base: "http://" + addr}
 
@@ -64,7 +46,7 @@ func TestCrashWhileParkedBacklogDrains(t *testing.T) {
 	for i := range events {
 		values = append(values, envelope(fmt.Sprintf("c-%d", i), "acme", fmt.Sprintf("order:%d", i%entities), int64(i/entities+1)))
 	}
-	publishTo(t, b.Brokers, ns+".events", values)
+	publishTo(t, b.Brokers, run.events, values)
 
 	waitUntil(t, f, time.Minute, "part of the backlog", func() bool { return delivered.Load() >= 100 })
 	if !strings.Contains(scrape(t, addr), `laneway_lanes_parked_total{reason="park_after"}`) {
@@ -102,6 +84,44 @@ func checkFirstDeliveryOrder(t *testing.T, receipts []fleet.Receipt) {
 		}
 		highest[r.Entity] = max(highest[r.Entity], r.Revision)
 	}
+}
+
+// processRun is what a test of a real laneway process starts from: the
+// binary, a receiver fleet and serve's arguments against the real broker.
+type processRun struct {
+	b         testenv.Backend
+	bin, addr string
+	args      []string
+	fleet     *fleet.Fleet
+	events    string // the run's events topic
+}
+
+// newProcessRun skips unless the real broker is there; extra flags follow
+// the common ones (topics and groups of their own, loopback targets, a 6 s
+// session timeout).
+func newProcessRun(t *testing.T, name string, extra ...string) processRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	b, ok := testenv.RealKafka()
+	if !ok {
+		t.Skipf("needs the real broker: %s not set", testenv.KafkaEnv)
+	}
+	run := processRun{b: b, bin: buildLaneway(t), addr: freeAddr(t)}
+	f, err := fleet.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	run.fleet = f
+	ns := testenv.Unique(name)
+	run.events = ns + ".events"
+	run.args = append([]string{"serve", "--kafka-brokers", strings.Join(b.Brokers, ","), "--redis-url", b.RedisURL,
+		"--http-addr", run.addr, "--topic-prefix", ns, "--group-prefix", ns, "--instance-id", ns, "--partitions", "4",
+		"--allow-targets", "127.0.0.0/8", "--session-timeout", "6s",
+		"--log-level", cmp.Or(os.Getenv("LANEWAY_TEST_LOG"), "warn"), "--log-format", "text"}, extra...)
+	return run
 }
 
 func buildLaneway(t *testing.T) string {

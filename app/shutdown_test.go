@@ -1,18 +1,12 @@
 package app_test
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/laneway/laneway/internal/fleet"
-	"github.com/laneway/laneway/internal/testenv"
 )
 
 // TestGracefulShutdown sends SIGTERM to a real laneway process while four
@@ -21,25 +15,8 @@ import (
 // delivered and none of the four is delivered again (the commit on
 // shutdown covered them).
 func TestGracefulShutdown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test")
-	}
-	b, ok := testenv.RealKafka()
-	if !ok {
-		t.Skipf("needs the real broker: %s not set", testenv.KafkaEnv)
-	}
-	bin := buildLaneway(t)
-	f, err := fleet.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ns := testenv.Unique("shutdown")
-	addr := freeAddr(t)
-	args := []string{"serve", "--kafka-brokers", strings.Join(b.Brokers, ","), "--redis-url", b.RedisURL,
-		"--http-addr", addr, "--topic-prefix", ns, "--group-prefix", ns, "--instance-id", ns, "--partitions", "4",
-		"--allow-targets", "127.0.0.0/8", "--session-timeout", "6s", "--commit-interval", "10s",
-		"--log-level", cmp.Or(os.Getenv("LANEWAY_TEST_LOG"), "warn"), "--log-format", "text"}
+	run := newProcessRun(t, "shutdown", "--commit-interval", "10s")
+	b, bin, f, args, addr := run.b, run.bin, run.fleet, run.args, run.addr
 	proc := startProcess(t, bin, args, addr)
 	api := apiClient{t: t, base: "http://" + addr}
 
@@ -58,7 +35,7 @@ func TestGracefulShutdown(t *testing.T) {
 	for i := range events {
 		values = append(values, envelope(fmt.Sprintf("s-%d", i), "acme", fmt.Sprintf("order:%d", i), 1))
 	}
-	publishTo(t, b.Brokers, ns+".events", values)
+	publishTo(t, b.Brokers, run.events, values)
 	for range 4 {
 		select {
 		case <-started:

@@ -77,5 +77,6 @@ func TestNotifierNeedsAValidSecretWithAURL(t *testing.T) {
 	n.EndpointDisabled(endpoint.Endpoint{ID: "ep"}, "why")
 	n.Stop(context.Background())
 	n.Stop(context.Background()) // twice is fine
-	n.EndpointDisabled(endpoint.Endpoint{ID: "ep"}, "after stop") // must not panic
+	// After Stop it must not panic.
+	n.EndpointDisabled(endpoint.Endpoint{ID: "ep"}, "after stop")
 }

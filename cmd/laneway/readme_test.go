@@ -95,7 +95,8 @@ func runServeAndItsCurls(t *testing.T, command string) {
 	cmd.Env = append(os.Environ(), "LANEWAY_HTTP_ADDR="+httpAddr, "LANEWAY_EMBEDDED_KAFKA_ADDR="+kafkaAddr,
 		"LANEWAY_DATA_DIR="+t.TempDir(), "LANEWAY_LOG_LEVEL=warn")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // go run's child is stopped with it
-	var stdout lockedBuffer // written by exec's copier while we read it
+	// Written by exec's copier while we read it.
+	var stdout lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
