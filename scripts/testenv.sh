@@ -27,6 +27,10 @@
 #     A port set explicitly must be free or `up` fails; a default port that
 #     is taken is replaced by a free one (reported).
 #   LANEWAY_KAFKA_EXTRA_PROPS       extra lines appended to server.properties
+#   LANEWAY_KAFKA_FORMAT_ARGS       extra arguments to the storage format, e.g.
+#                                   "--feature transaction.version=1"
+#   LANEWAY_KAFKA_LOG4J             the broker's Log4j 2 config (default
+#                                   scripts/kafka/log4j2.properties: WARN)
 #   LANEWAY_TESTENV_KEEP=1          `down` keeps the state dir (logs) instead of removing it
 #   LANEWAY_READY_TIMEOUT           seconds to wait for Kafka readiness (default 120)
 #
@@ -37,7 +41,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 POM="$ROOT/scripts/kafka/pom.xml"
-LOG4J_CONF="$ROOT/scripts/kafka/log4j2.properties"
+LOG4J_CONF="${LANEWAY_KAFKA_LOG4J:-$ROOT/scripts/kafka/log4j2.properties}"
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM" | head -n1)"
 CACHE="${LANEWAY_CACHE:-${HOME:-/root}/.cache/laneway}"
 KAFKA_HOME="$CACHE/kafka-$KAFKA_VERSION"
@@ -336,8 +340,9 @@ cmd_up() {
 
 	# Format storage (static quorum via controller.quorum.voters: no --standalone).
 	cid="$(random_cluster_id)"
+	# shellcheck disable=SC2086 # LANEWAY_KAFKA_FORMAT_ARGS is split on purpose
 	if ! "${java[@]}" kafka.tools.StorageTool format -t "$cid" -c "$STATE/server.properties" \
-		>"$STATE/format.log" 2>&1; then
+		${LANEWAY_KAFKA_FORMAT_ARGS:-} >"$STATE/format.log" 2>&1; then
 		cat "$STATE/format.log" >&2
 		cmd_down quiet || true
 		die "kafka storage format failed"
