@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 
@@ -58,8 +60,10 @@ type Config struct {
 	// Topics names and sizes the topics. Defaults as in topics.Config.
 	Topics topics.Config
 	// InstanceID names this instance; it must be stable across restarts
-	// (so a restart fences the old transactions) and unique among
-	// instances. Default: the hostname.
+	// and unique among instances. It is the transactional ids' suffix (a
+	// restart fences the old transactions) and the consumer groups' static
+	// member id (a restarted instance takes its old place without a
+	// rebalance). Default: the hostname.
 	InstanceID string
 	// GroupPrefix prefixes the consumer group and transactional ids, so
 	// several independent Laneways can share one cluster. Default "laneway".
@@ -135,6 +139,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	if cfg.GroupPrefix == "" {
 		cfg.GroupPrefix = "laneway"
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = hostname()
 	}
 	cfg.Topics = cfg.Topics.WithDefaults()
 	if err := checkExposure(cfg.HTTPAddr, cfg.AdminToken); err != nil {
@@ -252,12 +259,68 @@ func (a *App) clientOpts(name string) []kgo.Opt {
 }
 
 // groupOpts are clientOpts plus the group settings both stages share.
+// Members are static (KIP-345): after a crash the restarted instance takes
+// its old member's place and assignment at once, where a new dynamic member
+// would make the whole group wait a session timeout for the dead one, every
+// endpoint stalled meanwhile. A graceful stop leaves explicitly
+// (leaveGroups), so partitions move at once on a scale-down.
 func (a *App) groupOpts(name string) []kgo.Opt {
-	opts := a.clientOpts(name)
+	opts := append(a.clientOpts(name), kgo.InstanceID(a.cfg.InstanceID))
 	if a.cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(a.cfg.SessionTimeout), kgo.HeartbeatInterval(a.cfg.SessionTimeout/5))
 	}
 	return opts
+}
+
+// groups are the consumer groups this instance is a static member of.
+func (a *App) groups() []string {
+	return []string{a.cfg.GroupPrefix + "-fanout", a.cfg.GroupPrefix + "-deliveries", a.cfg.GroupPrefix + "-inbound"}
+}
+
+// leaveGroups takes this instance out of its groups once its clients are
+// closed: a static member's close does not leave, and without this its
+// partitions would wait a session timeout before moving to the others.
+func (a *App) leaveGroups() {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("leave")...)...)
+	if err != nil {
+		a.log.Warn("leaving the consumer groups", "err", err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	for _, group := range a.groups() {
+		resp, err := adm.LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(a.cfg.InstanceID).Reason("laneway instance stopping"))
+		if err == nil {
+			err = leaveError(resp)
+		}
+		if err != nil {
+			a.log.Warn("leaving a consumer group; its partitions move after the session timeout", "group", group, "err", err)
+		}
+	}
+}
+
+// leaveError is the first error of a leave, ignoring "not a member" (the
+// group never had this instance, e.g. inbound capture-only).
+func leaveError(resp kadm.LeaveGroupResponses) error {
+	var first error
+	resp.EachError(func(l kadm.LeaveGroupResponse) {
+		if first == nil && !errors.Is(l.Err, kerr.UnknownMemberID) && !errors.Is(l.Err, kerr.GroupIDNotFound) {
+			first = l.Err
+		}
+	})
+	return first
+}
+
+// hostname is the default instance id: stable across a process restart in
+// the same host or pod.
+func hostname() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "laneway"
+	}
+	return host
 }
 
 func (a *App) ensureTopics(ctx context.Context) error {
@@ -291,6 +354,7 @@ func (a *App) startStore(ctx context.Context) error {
 }
 
 func (a *App) startStages(context.Context) error {
+	a.onStop(a.leaveGroups) // runs after every group client has closed
 	if err := a.startBreakers(); err != nil {
 		return err
 	}

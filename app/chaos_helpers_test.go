@@ -294,13 +294,34 @@ func endpointGauge(t *testing.T, a *app.App, name, id string) (float64, bool) {
 // own at least one partition.
 func waitForGroupMembers(t *testing.T, brokers []string, group string, n int) {
 	t.Helper()
+	waitForGroup(t, brokers, group, time.Minute, func(g kadm.DescribedGroup) (bool, string) {
+		owning := 0
+		for _, m := range g.Members {
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				for _, tp := range c.Topics {
+					if len(tp.Partitions) > 0 {
+						owning++
+						break
+					}
+				}
+			}
+		}
+		return g.State == "Stable" && len(g.Members) == n && owning == n,
+			fmt.Sprintf("state %s, %d members, %d owning partitions (want %d)", g.State, len(g.Members), owning, n)
+	})
+}
+
+// waitForGroup describes group until ready accepts it, or fails the test
+// after within with what ready said about the last description.
+func waitForGroup(t *testing.T, brokers []string, group string, within time.Duration, ready func(kadm.DescribedGroup) (bool, string)) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(within)
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	last := ""
@@ -309,27 +330,15 @@ func waitForGroupMembers(t *testing.T, brokers []string, group string, n int) {
 		described, err := adm.DescribeGroups(ctx, group)
 		cancel()
 		if err == nil {
-			g := described[group]
-			owning := 0
-			for _, m := range g.Members {
-				if c, ok := m.Assigned.AsConsumer(); ok {
-					for _, tp := range c.Topics {
-						if len(tp.Partitions) > 0 {
-							owning++
-							break
-						}
-					}
-				}
-			}
-			if g.State == "Stable" && len(g.Members) == n && owning == n {
+			var ok bool
+			if ok, last = ready(described[group]); ok {
 				return
 			}
-			last = fmt.Sprintf("state %s, %d members, %d owning partitions", g.State, len(g.Members), owning)
 		} else {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("group %s never had %d stable members: %s", group, n, last)
+			t.Fatalf("group %s not as wanted within %s: %s", group, within, last)
 		}
 		<-poll.C
 	}

@@ -211,7 +211,7 @@ func New(cfg Config) (*Service, error) {
 	if !cfg.CaptureOnly {
 		if s.verifier, err = newVerifier(verifierConfig{
 			brokers: cfg.Brokers, inboundTopic: cfg.Topics.Inbound, eventsTopic: cfg.Topics.Events,
-			group: cfg.Group, transactionalID: cfg.TransactionalID + "-" + cfg.InstanceID,
+			group: cfg.Group, transactionalID: cfg.TransactionalID + "-" + cfg.InstanceID, instanceID: cfg.InstanceID,
 			sessionTimeout: cfg.SessionTimeout, batchWait: cfg.VerifyBatchWait, clientOpts: cfg.ClientOpts("inbound-verify"),
 			sources: s.sources, metrics: s.metrics, logger: cfg.Logger, now: cfg.Now,
 			dedup: &deduper{rdb: cfg.Redis, prefix: cfg.KeyPrefix, window: cfg.DedupWindow},

@@ -32,6 +32,7 @@ type verifierConfig struct {
 	eventsTopic     string
 	group           string
 	transactionalID string
+	instanceID      string // static group member id, stable across restarts
 	sessionTimeout  time.Duration
 	batchWait       time.Duration
 	clientOpts      []kgo.Opt
@@ -83,6 +84,7 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 		kgo.TransactionalID(cfg.transactionalID),
 		kgo.TransactionTimeout(20 * time.Second),
 		kgo.ConsumerGroup(cfg.group),
+		kgo.InstanceID(cfg.instanceID), // static member: see app.groupOpts
 		kgo.ConsumeTopics(cfg.inboundTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RequireStableFetchOffsets(),
