@@ -81,6 +81,11 @@ type Config struct {
 	Breaker breaker.Config
 	// DisableAfter disables an endpoint failing this long without a success. Default 120h.
 	DisableAfter time.Duration
+	// KafkaTransactionV2 lets the transactional stages (fan-out, inbound
+	// verify) use Kafka's transaction protocol version 2 where the cluster
+	// has finalised it. Default false: version 1, because version 2 lost
+	// deliveries after unclean broker restarts (package kafkatxn).
+	KafkaTransactionV2 bool
 	// SessionTimeout is how long a silent group member keeps its partitions
 	// (for example after kill -9). Default 45s, Kafka's.
 	SessionTimeout time.Duration
@@ -371,6 +376,7 @@ func (a *App) startStages(context.Context) error {
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
 		Group: a.cfg.GroupPrefix + "-fanout", TransactionalID: a.cfg.GroupPrefix + "-fanout",
 		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
+		TransactionV2: a.cfg.KafkaTransactionV2,
 	})
 	if err != nil {
 		return err
@@ -486,8 +492,8 @@ func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
 	in, err := inbound.New(inbound.Config{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
 		Group: a.cfg.GroupPrefix + "-inbound", InstanceID: a.cfg.InstanceID,
-		SessionTimeout: a.cfg.SessionTimeout,
-		ClientOpts:     a.clientOpts, Registerer: a.registry, Logger: a.log,
+		SessionTimeout: a.cfg.SessionTimeout, TransactionV2: a.cfg.KafkaTransactionV2,
+		ClientOpts: a.clientOpts, Registerer: a.registry, Logger: a.log,
 	})
 	if err != nil {
 		return nil, err
@@ -602,6 +608,9 @@ func (p *publisher) Publish(ctx context.Context, env event.Envelope) (int32, int
 
 // Topics are the topic names in use.
 func (a *App) Topics() topics.Config { return a.cfg.Topics }
+
+// FanoutTransactionalID is the fan-out's Kafka transactional id.
+func (a *App) FanoutTransactionalID() string { return a.fanout.TransactionalID() }
 
 // DeliveriesGroup is the delivery stage's consumer group.
 func (a *App) DeliveriesGroup() string { return a.cfg.GroupPrefix + "-deliveries" }

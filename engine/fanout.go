@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/kafkatxn"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -38,6 +39,11 @@ type FanoutConfig struct {
 	Subscribers SubscriberIndex
 	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
 	ClientOpts []kgo.Opt
+	// TransactionV2 lets the fan-out use Kafka's transaction protocol
+	// version 2 where the cluster has finalised it. Default false: version
+	// 1, because version 2 lost deliveries after unclean broker restarts
+	// (see package kafkatxn).
+	TransactionV2 bool
 	// Metrics receives fan-out counts; nil disables them.
 	Metrics *Metrics
 	// Logger. Default slog.Default().
@@ -82,7 +88,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(cfg.TransactionalID + "-" + cfg.InstanceID),
+		kgo.TransactionalID(cfg.TransactionalID + "-" + cfg.InstanceID), // = TransactionalID()
 		kgo.TransactionTimeout(20 * time.Second),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics.Events),
@@ -91,13 +97,17 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		kgo.RequireStableFetchOffsets(),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.ProducerLinger(5 * time.Millisecond),
-	}, cfg.ClientOpts...)
+	}, kafkatxn.Protocol(cfg.TransactionV2)...)
+	opts = append(opts, cfg.ClientOpts...)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)
 	}
 	return &Fanout{cfg: cfg, opts: opts, sess: sess, done: make(chan struct{})}, nil
 }
+
+// TransactionalID is the Kafka transactional id of this instance's fan-out.
+func (f *Fanout) TransactionalID() string { return f.cfg.TransactionalID + "-" + f.cfg.InstanceID }
 
 // Start runs the stage in the background until Stop.
 func (f *Fanout) Start() {

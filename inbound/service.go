@@ -56,6 +56,10 @@ type Config struct {
 	// previous run's open transaction) and unique among instances.
 	// Default: the hostname.
 	InstanceID string
+	// TransactionV2 lets the verify stage use Kafka's transaction protocol
+	// version 2 where the cluster has finalised it. Default false (see
+	// package kafkatxn).
+	TransactionV2 bool
 	// SessionTimeout of the verify group. Default 0: Kafka's 45 s.
 	SessionTimeout time.Duration
 	// VerifyBatchWait is how long the verify stage lets the broker gather
@@ -211,7 +215,7 @@ func New(cfg Config) (*Service, error) {
 	if !cfg.CaptureOnly {
 		if s.verifier, err = newVerifier(verifierConfig{
 			brokers: cfg.Brokers, inboundTopic: cfg.Topics.Inbound, eventsTopic: cfg.Topics.Events,
-			group: cfg.Group, transactionalID: cfg.TransactionalID + "-" + cfg.InstanceID, instanceID: cfg.InstanceID,
+			group: cfg.Group, transactionalID: cfg.TransactionalID + "-" + cfg.InstanceID, instanceID: cfg.InstanceID, transactionV2: cfg.TransactionV2,
 			sessionTimeout: cfg.SessionTimeout, batchWait: cfg.VerifyBatchWait, clientOpts: cfg.ClientOpts("inbound-verify"),
 			sources: s.sources, metrics: s.metrics, logger: cfg.Logger, now: cfg.Now,
 			dedup: &deduper{rdb: cfg.Redis, prefix: cfg.KeyPrefix, window: cfg.DedupWindow},

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/kafkatxn"
 )
 
 // Replay actions.
@@ -33,6 +35,7 @@ type verifierConfig struct {
 	group           string
 	transactionalID string
 	instanceID      string // static group member id, stable across restarts
+	transactionV2   bool
 	sessionTimeout  time.Duration
 	batchWait       time.Duration
 	clientOpts      []kgo.Opt
@@ -100,6 +103,7 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 	if cfg.sessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(cfg.sessionTimeout), kgo.HeartbeatInterval(cfg.sessionTimeout/5))
 	}
+	opts = append(opts, kafkatxn.Protocol(cfg.transactionV2)...)
 	sess, err := kgo.NewGroupTransactSession(append(opts, cfg.clientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("inbound verifier client: %w", err)

@@ -46,6 +46,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.DurationVar(&cfg.Breaker.FirstPause, "breaker-pause", 5*time.Minute, "first pause of an endpoint whose breaker opens")
 	fs.DurationVar(&cfg.Breaker.MaxPause, "breaker-max-pause", time.Hour, "longest pause; each failed probe round doubles it")
 	fs.DurationVar(&cfg.DisableAfter, "disable-after", 5*24*time.Hour, "disable an endpoint failing this long without a success")
+	fs.BoolVar(&cfg.KafkaTransactionV2, "kafka-transaction-v2", false, "use Kafka's transaction protocol v2 (KIP-890 part 2) where the cluster offers it; off: v2 lost deliveries after unclean broker restarts (docs/reliability.md)")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 45*time.Second, "how long a silent instance keeps its partitions (consumer group session timeout)")
 	fs.DurationVar(&cfg.ParkAfter, "park-after", 30*time.Second, "park a lane whose oldest pending delivery has waited this long")
 	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 10000, "park a lane holding more unstarted deliveries than this")
