@@ -78,6 +78,7 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long the deliveries may take after publishing stops")
 	fs.DurationVar(&cfg.LateAfter, "late-after", cfg.LateAfter, "a delivery later than this after its ack is late (recovery)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "laneway --log-level")
+	lanewayArgs := fs.String("laneway-args", "", "extra `laneway serve` flags for every instance, space-separated (e.g. --kafka-transaction-v2)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -85,6 +86,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "laneway-chaos: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	cfg.LanewayArgs = strings.Fields(*lanewayArgs)
 
 	var picked []chaos.Scenario
 	if *scenarios == "all" {

@@ -19,8 +19,9 @@ import (
 //
 // It runs where the real services are (LANEWAY_TEST_KAFKA_BROKERS is set by
 // scripts/testenv.sh test, which also means Kafka's jars and redis-server
-// are installed). LANEWAY_CHAOS_SCENARIOS=kill9,flap runs only those; by
-// default every scenario but broker runs (see the comment below).
+// are installed). LANEWAY_CHAOS_SCENARIOS=kill9,flap runs only those;
+// LANEWAY_CHAOS_LANEWAY_ARGS adds laneway serve flags (for example
+// --kafka-transaction-v2, which brings back F2/F3 of docs/reliability.md).
 // LANEWAY_CHAOS_KEEP=dir keeps every scenario's logs in dir; a failing
 // scenario's logs are kept in any case (the path is logged).
 func TestScenarios(t *testing.T) {
@@ -34,11 +35,6 @@ func TestScenarios(t *testing.T) {
 	if only := os.Getenv("LANEWAY_CHAOS_SCENARIOS"); only != "" {
 		names := strings.Split(only, ",")
 		scenarios = slices.DeleteFunc(scenarios, func(s Scenario) bool { return !slices.Contains(names, s.Name) })
-	} else {
-		// The broker scenario still loses deliveries after an unclean
-		// broker restart (docs/reliability.md, F2 and F3: not yet fixed),
-		// so CI runs it only on demand: LANEWAY_CHAOS_SCENARIOS=broker.
-		scenarios = slices.DeleteFunc(scenarios, func(s Scenario) bool { return s.Name == "broker" })
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -52,6 +48,7 @@ func TestScenarios(t *testing.T) {
 		cfg.WorkDir = keep
 	}
 	cfg.Logf = t.Logf
+	cfg.LanewayArgs = strings.Fields(os.Getenv("LANEWAY_CHAOS_LANEWAY_ARGS"))
 
 	started := time.Now()
 	if cfg.Bin, err = BuildLaneway(ctx, root, cfg.WorkDir); err != nil {

@@ -54,6 +54,7 @@ type Config struct {
 	StallTimeout   time.Duration // the drain also ends when nothing outstanding was handled for this long
 	LateAfter      time.Duration // a first delivery slower than this (from its ack) is late: see Recovery
 	LogLevel       string        // laneway --log-level
+	LanewayArgs    []string      // extra `laneway serve` flags for every instance, e.g. --kafka-transaction-v2
 
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)

@@ -297,6 +297,7 @@ func (h *Harness) lanewayArgs(id, addr string) []string {
 		"--breaker-pause", "2s", "--breaker-max-pause", "8s",
 		"--log-level", h.cfg.LogLevel, "--log-format", "json",
 	}
+	args = append(args, h.cfg.LanewayArgs...)
 	return append(args, h.sc.Flags...)
 }
 
