@@ -44,6 +44,10 @@ type FanoutConfig struct {
 	// 1, because version 2 lost deliveries after unclean broker restarts
 	// (see package kafkatxn).
 	TransactionV2 bool
+	// RepairInterval is how often the fan-out looks for hanging
+	// transactions of its own producer (see hangingRepair); one is closed
+	// after it was seen on two checks in a row. Default 5s.
+	RepairInterval time.Duration
 	// Metrics receives fan-out counts; nil disables them.
 	Metrics *Metrics
 	// Logger. Default slog.Default().
@@ -60,6 +64,8 @@ type Fanout struct {
 	sess *kgo.GroupTransactSession
 
 	opts []kgo.Opt // to build a new session after a failed transaction
+
+	repair *hangingRepair // closes this producer's hanging transactions
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -86,6 +92,9 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RepairInterval <= 0 {
+		cfg.RepairInterval = 5 * time.Second
+	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.TransactionalID(cfg.TransactionalID + "-" + cfg.InstanceID), // = TransactionalID()
@@ -103,7 +112,15 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)
 	}
-	return &Fanout{cfg: cfg, opts: opts, sess: sess, done: make(chan struct{})}, nil
+	f := &Fanout{cfg: cfg, opts: opts, sess: sess, done: make(chan struct{})}
+	f.newRepair()
+	return f, nil
+}
+
+// newRepair points the hanging-transaction repair at the current session.
+func (f *Fanout) newRepair() {
+	f.repair = newHangingRepair(f.sess.Client(), f.TransactionalID(), f.cfg.Group, f.cfg.Topics,
+		f.cfg.RepairInterval, f.cfg.Logger, f.cfg.Now)
 }
 
 // TransactionalID is the Kafka transactional id of this instance's fan-out.
@@ -146,21 +163,31 @@ func (f *Fanout) Stop() {
 func (f *Fanout) run(ctx context.Context) {
 	defer close(f.done)
 	for ctx.Err() == nil {
-		fetches := f.sess.PollRecords(ctx, 5000)
+		// The poll is bounded so that a fan-out that cannot fetch (its
+		// group's offsets held by a hanging transaction) still gets to
+		// repair it between polls.
+		pollCtx, cancel := context.WithTimeout(ctx, f.cfg.RepairInterval)
+		fetches := f.sess.PollRecords(pollCtx, 5000)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		fetches.EachError(func(t string, p int32, err error) {
-			f.cfg.Logger.Warn("fanout fetch failed", "topic", t, "partition", p, "err", err)
-		})
-		if fetches.NumRecords() == 0 {
-			continue
-		}
-		if err := f.transactDetached(ctx, fetches); err != nil {
-			f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
-			if !sleepCtx(ctx, time.Second) {
-				return
+			if !errors.Is(err, context.DeadlineExceeded) {
+				f.cfg.Logger.Warn("fanout fetch failed", "topic", t, "partition", p, "err", err)
 			}
+		})
+		if fetches.NumRecords() > 0 {
+			if err := f.transactDetached(ctx, fetches); err != nil {
+				f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
+				if !sleepCtx(ctx, time.Second) {
+					return
+				}
+				f.renewSession(ctx)
+				continue
+			}
+		}
+		if f.repair.maybeRepair(ctx) {
 			f.renewSession(ctx)
 		}
 	}
@@ -180,6 +207,7 @@ func (f *Fanout) renewSession(ctx context.Context) {
 		sess, err := kgo.NewGroupTransactSession(f.opts...)
 		if err == nil {
 			f.sess = sess
+			f.newRepair()
 			f.fence(ctx)
 			return
 		}
