@@ -56,6 +56,9 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 		since  time.Time
 	}
 	lso := map[int32]lsoSeen{}
+	// the __consumer_offsets partitions the fan-out transactions commit
+	// to: where a pending transactional offset commit lives
+	offsetsParts := kadm.TopicsSet{}
 	emit := func(key string, e watchEntry) {
 		b, _ := json.Marshal(e) // without the time: log changes only
 		if last[key] == string(b) {
@@ -86,6 +89,9 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 			for topic, ps := range d.Topics {
 				for p := range ps {
 					e.Partitions = append(e.Partitions, fmt.Sprintf("%s/%d", strings.TrimPrefix(topic, h.name+"."), p))
+					if topic == offsetsTopic {
+						offsetsParts.Add(topic, p)
+					}
 				}
 			}
 			slices.Sort(e.Partitions)
@@ -121,8 +127,56 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 		if len(stuck) > 0 {
 			h.watchStuck(ctx, adm, stuck, emit)
 		}
-		h.watchGroupOffsets(ctx, emit)
+		if h.watchGroupOffsets(ctx, emit) && len(offsetsParts) > 0 {
+			h.watchOffsetsPartitions(ctx, adm, offsetsParts, emit)
+		}
 	}
+}
+
+const offsetsTopic = "__consumer_offsets"
+
+// watchOffsetsPartitions logs, while some fan-out offsets are unstable, the
+// open transactions the __consumer_offsets partitions' own logs hold and
+// their last stable offset: a transaction open there (no marker written)
+// differs from the group coordinator merely not having applied a marker.
+func (h *Harness) watchOffsetsPartitions(ctx context.Context, adm *kadm.Client, parts kadm.TopicsSet, emit func(string, watchEntry)) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	described, err := adm.DescribeProducers(ctx, parts)
+	if err != nil {
+		emit("offsets-producers-err", watchEntry{Kind: "offsets-producers", Err: err.Error()})
+	}
+	for _, t := range described {
+		for _, d := range t.Partitions.Sorted() {
+			var open []string
+			for _, pr := range d.ActiveProducers.Sorted() {
+				if pr.CurrentTxnStartOffset >= 0 {
+					open = append(open, fmt.Sprintf("producer %d epoch %d open from offset %d, last write %s", pr.ProducerID, pr.ProducerEpoch,
+						pr.CurrentTxnStartOffset, time.UnixMilli(pr.LastTimestamp).UTC().Format("15:04:05.000")))
+				}
+			}
+			emit(fmt.Sprintf("offsets-producers-%d", d.Partition), watchEntry{Kind: "offsets-open-txn",
+				Partitions: append([]string{fmt.Sprintf("%s/%d", offsetsTopic, d.Partition)}, open...)})
+		}
+	}
+	ends, err1 := adm.ListEndOffsets(ctx, offsetsTopic)
+	stable, err2 := adm.ListCommittedOffsets(ctx, offsetsTopic)
+	if err1 != nil || err2 != nil {
+		emit("offsets-lso-err", watchEntry{Kind: "offsets-lso", Err: fmt.Sprint(err1, err2)})
+		return
+	}
+	var lines []string
+	for t, ps := range parts {
+		for p := range ps {
+			end, ok1 := ends.Lookup(t, p)
+			st, ok2 := stable.Lookup(t, p)
+			if ok1 && ok2 {
+				lines = append(lines, fmt.Sprintf("%s/%d end %d stable %d", t, p, end.Offset, st.Offset))
+			}
+		}
+	}
+	slices.Sort(lines)
+	emit("offsets-lso", watchEntry{Kind: "offsets-lso", Partitions: lines})
 }
 
 // watchStuck logs the producers with an open transaction on the stuck
@@ -157,7 +211,8 @@ func (h *Harness) watchStuck(ctx context.Context, adm *kadm.Client, stuck map[in
 // watchGroupOffsets asks for the fan-out group's committed offsets as a
 // read-committed consumer does (require_stable): a partition whose offset
 // is held by a pending transactional commit answers UNSTABLE_OFFSET_COMMIT.
-func (h *Harness) watchGroupOffsets(ctx context.Context, emit func(string, watchEntry)) {
+// It reports whether some were unstable.
+func (h *Harness) watchGroupOffsets(ctx context.Context, emit func(string, watchEntry)) bool {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = h.name + "-fanout"
 	req.RequireStable = true
@@ -171,7 +226,7 @@ func (h *Harness) watchGroupOffsets(ctx context.Context, emit func(string, watch
 	if err != nil {
 		e.Err = err.Error()
 		emit("fanout-offsets", e)
-		return
+		return false
 	}
 	var unstable []string
 	note := func(code int16, where string) {
@@ -196,4 +251,5 @@ func (h *Harness) watchGroupOffsets(ctx context.Context, emit func(string, watch
 	slices.Sort(unstable)
 	e.Partitions = unstable
 	emit("fanout-offsets", e)
+	return len(unstable) > 0
 }
