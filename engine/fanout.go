@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/event"
@@ -45,7 +46,7 @@ type FanoutConfig struct {
 	// (see package kafkatxn).
 	TransactionV2 bool
 	// RepairInterval is how often the fan-out looks for hanging
-	// transactions of its own producer (see hangingRepair); one is closed
+	// transactions of its own producer (see kafkatxn.Repair); one is closed
 	// after it was seen on two checks in a row. Default 5s.
 	RepairInterval time.Duration
 	// Metrics receives fan-out counts; nil disables them.
@@ -61,11 +62,7 @@ type FanoutConfig struct {
 // Kafka transaction together with the consumed offsets (exactly once).
 type Fanout struct {
 	cfg  FanoutConfig
-	sess *kgo.GroupTransactSession
-
-	opts []kgo.Opt // to build a new session after a failed transaction
-
-	repair *hangingRepair // closes this producer's hanging transactions
+	sess *kafkatxn.Session
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -108,19 +105,15 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		kgo.ProducerLinger(5 * time.Millisecond),
 	}, kafkatxn.Protocol(cfg.TransactionV2)...)
 	opts = append(opts, cfg.ClientOpts...)
-	sess, err := kgo.NewGroupTransactSession(opts...)
+	sess, err := kafkatxn.NewSession(opts, kafkatxn.RepairConfig{
+		TransactionalID: cfg.TransactionalID + "-" + cfg.InstanceID, Group: cfg.Group,
+		Consumed: cfg.Topics.Events, Outputs: []string{cfg.Topics.Deliveries, cfg.Topics.Dead},
+		Every: cfg.RepairInterval, Logger: cfg.Logger, Now: cfg.Now,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)
 	}
-	f := &Fanout{cfg: cfg, opts: opts, sess: sess, done: make(chan struct{})}
-	f.newRepair()
-	return f, nil
-}
-
-// newRepair points the hanging-transaction repair at the current session.
-func (f *Fanout) newRepair() {
-	f.repair = newHangingRepair(f.sess.Client(), f.TransactionalID(), f.cfg.Group, f.cfg.Topics,
-		f.cfg.RepairInterval, f.cfg.Logger, f.cfg.Now)
+	return &Fanout{cfg: cfg, sess: sess, done: make(chan struct{})}, nil
 }
 
 // TransactionalID is the Kafka transactional id of this instance's fan-out.
@@ -131,33 +124,18 @@ func (f *Fanout) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	go func() {
-		f.fence(ctx)
+		f.sess.Fence(ctx)
 		f.run(ctx)
 	}()
 }
 
-// fence initialises the transactional producer before consuming: that
-// aborts a transaction a crashed predecessor with the same transactional
-// id left open, at once instead of after the transaction timeout, during
-// which the partitions it wrote to (and its offset commits) would block
-// every read_committed reader.
-func (f *Fanout) fence(ctx context.Context) {
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, _, err := f.sess.Client().ProducerID(fctx); err != nil && ctx.Err() == nil {
-		f.cfg.Logger.Warn("fanout could not initialise its transactional producer yet", "err", err)
-	}
-}
-
-// Stop finishes the current transaction, leaves the group and closes.
+// Stop finishes the current transaction and closes.
 func (f *Fanout) Stop() {
 	if f.cancel != nil {
 		f.cancel()
 		<-f.done
 	}
-	if f.sess != nil {
-		f.sess.Close()
-	}
+	f.sess.Close()
 }
 
 func (f *Fanout) run(ctx context.Context) {
@@ -166,8 +144,8 @@ func (f *Fanout) run(ctx context.Context) {
 		// The poll is bounded so that a fan-out that cannot fetch (its
 		// group's offsets held by a hanging transaction) still gets to
 		// repair it between polls.
-		pollCtx, cancel := context.WithTimeout(ctx, f.cfg.RepairInterval)
-		fetches := f.sess.PollRecords(pollCtx, 5000)
+		pollCtx, cancel := context.WithTimeout(ctx, f.sess.RepairInterval())
+		fetches := f.sess.Current().PollRecords(pollCtx, 5000)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -178,49 +156,26 @@ func (f *Fanout) run(ctx context.Context) {
 			}
 		})
 		if fetches.NumRecords() > 0 {
-			if err := f.transactDetached(ctx, fetches); err != nil {
+			written, err := f.transactDetached(ctx, fetches)
+			if err != nil {
 				f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
 				if !sleepCtx(ctx, time.Second) {
 					return
 				}
-				f.renewSession(ctx)
+				f.sess.Renew(ctx)
 				continue
 			}
+			// No transaction may begin before this one's markers are
+			// in place: see kafkatxn.Repair.Landed.
+			f.sess.Landed(ctx, written)
 		}
-		if f.repair.maybeRepair(ctx) {
-			f.renewSession(ctx)
-		}
-	}
-}
-
-// renewSession replaces the session after a failed transaction. franz-go
-// documents no error of End as retryable, and after some (the broker
-// unreachable while ending) the client stays inside the transaction, so
-// every later Begin would fail and the stage would never fan out again. A
-// new client with the same transactional id fences the old transaction
-// (aborting it) and rejoins the group at the committed offsets, so the
-// records of the failed transaction are consumed again: nothing is lost.
-func (f *Fanout) renewSession(ctx context.Context) {
-	f.sess.Close()
-	f.sess = nil // only run and Stop use it, and Stop waits for run
-	for ctx.Err() == nil {
-		sess, err := kgo.NewGroupTransactSession(f.opts...)
-		if err == nil {
-			f.sess = sess
-			f.newRepair()
-			f.fence(ctx)
-			return
-		}
-		f.cfg.Logger.Error("fanout could not build a new session; retrying", "err", err)
-		if !sleepCtx(ctx, time.Second) {
-			return
-		}
+		f.sess.MaybeRepair(ctx)
 	}
 }
 
 // transactDetached runs transact to its end even when Stop cancels ctx
 // meanwhile: a poll already taken is committed, not aborted and replayed.
-func (f *Fanout) transactDetached(ctx context.Context, fetches kgo.Fetches) error {
+func (f *Fanout) transactDetached(ctx context.Context, fetches kgo.Fetches) (kadm.TopicsSet, error) {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	return f.transact(tctx, fetches)
@@ -228,32 +183,34 @@ func (f *Fanout) transactDetached(ctx context.Context, fetches kgo.Fetches) erro
 
 // transact writes the deliveries (and dead letters) for one poll in one
 // transaction. An abort rewinds the session to the last committed offsets,
-// so nothing is lost and nothing is written twice.
-func (f *Fanout) transact(ctx context.Context, fetches kgo.Fetches) error {
-	if err := f.sess.Begin(); err != nil {
-		return fmt.Errorf("begin: %w", err)
+// so nothing is lost and nothing is written twice. It returns the
+// partitions a committed transaction wrote to.
+func (f *Fanout) transact(ctx context.Context, fetches kgo.Fetches) (kadm.TopicsSet, error) {
+	sess := f.sess.Current()
+	if err := sess.Begin(); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
 	}
-	produced := kgo.AbortingFirstErrPromise(f.sess.Client())
+	produced := kgo.AbortingFirstErrPromise(sess.Client())
 	var ids []string
+	var outs []*kgo.Record
 	counts := fanoutCounts{}
 	fetches.EachRecord(func(r *kgo.Record) {
 		for _, out := range f.deliveriesFor(r, &ids, &counts) {
-			f.sess.Produce(ctx, out, produced.Promise())
+			outs = append(outs, out)
+			sess.Produce(ctx, out, produced.Promise())
 		}
 	})
 	// Err waits for every produce; any failure aborts the transaction.
 	produceErr := produced.Err()
-	committed, err := f.sess.End(ctx, produceErr == nil)
+	committed, err := sess.End(ctx, produceErr == nil)
 	if err == nil {
 		err = produceErr
 	}
-	if err != nil {
-		return err
+	if err != nil || !committed {
+		return nil, err
 	}
-	if committed {
-		f.cfg.Metrics.addFanout(counts)
-	}
-	return nil
+	f.cfg.Metrics.addFanout(counts)
+	return kafkatxn.Written(outs), nil
 }
 
 type fanoutCounts struct{ events, deliveries, invalid, unmatched int }

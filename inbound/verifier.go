@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/kafkatxn"
@@ -51,7 +52,7 @@ type verifierConfig struct {
 // verified ones) in one Kafka transaction with the consumed offsets.
 type verifier struct {
 	cfg  verifierConfig
-	sess *kgo.GroupTransactSession
+	sess *kafkatxn.Session
 
 	// beforeEnd, set by tests only, runs before each transaction ends; an
 	// error aborts the transaction as a crash there would.
@@ -104,7 +105,11 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 		opts = append(opts, kgo.SessionTimeout(cfg.sessionTimeout), kgo.HeartbeatInterval(cfg.sessionTimeout/5))
 	}
 	opts = append(opts, kafkatxn.Protocol(cfg.transactionV2)...)
-	sess, err := kgo.NewGroupTransactSession(append(opts, cfg.clientOpts...)...)
+	sess, err := kafkatxn.NewSession(append(opts, cfg.clientOpts...), kafkatxn.RepairConfig{
+		TransactionalID: cfg.transactionalID, Group: cfg.group,
+		Consumed: cfg.inboundTopic, Outputs: []string{cfg.inboundTopic, cfg.eventsTopic},
+		Logger: cfg.logger, Now: cfg.now,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("inbound verifier client: %w", err)
 	}
@@ -114,7 +119,10 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 func (v *verifier) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
-	go v.run(ctx)
+	go func() {
+		v.sess.Fence(ctx)
+		v.run(ctx)
+	}()
 }
 
 // stop finishes the current transaction, leaves the group and closes.
@@ -140,11 +148,14 @@ func (v *verifier) run(ctx context.Context) {
 	// are committed alone after idleCommit without captures.
 	uncommitted := false
 	for ctx.Err() == nil {
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		// The poll is bounded so that the hanging-transaction repair runs
+		// even when nothing can be fetched (see kafkatxn.Repair).
+		wait := v.sess.RepairInterval()
 		if uncommitted {
-			pollCtx, cancel = context.WithTimeout(ctx, idleCommit)
+			wait = min(wait, idleCommit)
 		}
-		fetches := v.sess.PollRecords(pollCtx, 500)
+		pollCtx, cancel := context.WithTimeout(ctx, wait)
+		fetches := v.sess.Current().PollRecords(pollCtx, 500)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -156,12 +167,15 @@ func (v *verifier) run(ctx context.Context) {
 		})
 		switch {
 		case fetches.NumRecords() == 0 && !uncommitted:
+			v.sess.MaybeRepair(ctx)
 			continue
 		case fetches.NumRecords() > 0 && !hasCaptures(fetches):
 			uncommitted = true
 			continue
 		}
-		if err := v.transact(fetches); err != nil {
+		uncommitted = false
+		written, err := v.transact(fetches)
+		if err != nil {
 			v.cfg.logger.Error("inbound verify transaction failed; the requests will be verified again", "err", err)
 			t := time.NewTimer(time.Second)
 			select {
@@ -170,8 +184,11 @@ func (v *verifier) run(ctx context.Context) {
 				return
 			case <-t.C:
 			}
+			v.sess.Renew(ctx)
+			continue
 		}
-		uncommitted = false
+		v.sess.Landed(ctx, written) // see kafkatxn.Repair.Landed
+		v.sess.MaybeRepair(ctx)
 	}
 }
 
@@ -189,7 +206,7 @@ func hasCaptures(fetches kgo.Fetches) bool {
 // not the run context, so that Stop lets a started transaction finish
 // rather than leaving it open until it times out. An abort rewinds the
 // session to the last committed offsets: the requests are verified again.
-func (v *verifier) transact(fetches kgo.Fetches) error {
+func (v *verifier) transact(fetches kgo.Fetches) (kadm.TopicsSet, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
@@ -198,31 +215,29 @@ func (v *verifier) transact(fetches kgo.Fetches) error {
 			recs = append(recs, r)
 		}
 	})
-	if err := v.sess.Begin(); err != nil {
-		return fmt.Errorf("begin: %w", err)
+	sess := v.sess.Current()
+	if err := sess.Begin(); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
 	}
 	items, outs := v.decide(ctx, recs)
-	produced := kgo.AbortingFirstErrPromise(v.sess.Client())
+	produced := kgo.AbortingFirstErrPromise(sess.Client())
 	for _, out := range outs {
-		v.sess.Produce(ctx, out, produced.Promise())
+		sess.Produce(ctx, out, produced.Promise())
 	}
 	err := produced.Err()
 	if err == nil && v.beforeEnd != nil {
 		err = v.beforeEnd()
 	}
-	committed, endErr := v.sess.End(ctx, err == nil)
+	committed, endErr := sess.End(ctx, err == nil)
 	if err == nil {
 		err = endErr
 	}
-	if err != nil {
-		return err
+	if err != nil || !committed {
+		return nil, err
 	}
-	if committed {
-		now := v.cfg.now()
-		v.cfg.metrics.committed(items, now)
-		v.notify(items)
-	}
-	return nil
+	v.cfg.metrics.committed(items, v.cfg.now())
+	v.notify(items)
+	return kafkatxn.Written(outs), nil
 }
 
 // decide verifies each record and returns the outcomes and the records to

@@ -1,17 +1,23 @@
-// Package kafkatxn chooses the Kafka transaction protocol of Laneway's
-// transactional clients (the fan-out and the inbound verify stage).
+// Package kafkatxn keeps Laneway's transactional consume-transform-produce
+// loops (the fan-out and the inbound verify stage) safe through broker
+// faults that Kafka's transactions do not survive on their own. The fault
+// harness found each of them (docs/reliability.md, F1, F2, F3, F6):
 //
-// Kafka 4 finalises transaction.version 2 (KIP-890 part 2) on new clusters:
-// the producer epoch is bumped by every commit or abort and produce requests
-// add their partitions to the transaction implicitly. Against Kafka 4.4,
-// single node, an unclean broker restart in the middle of that traffic left
-// transactions whose markers reached some partitions and not others: a
-// deliveries partition's last stable offset stuck for good, or a
-// transaction's offsets committed while its deliveries were aborted (lost).
-// Fourteen runs of the broker fault scenario failed that way eleven times
-// under version 2 and never under version 1 (docs/reliability.md, F2/F3).
-// So by default the transactional clients speak version 1, which every
-// Kafka 4 broker still serves per request, whatever the cluster finalised.
+//   - Protocol keeps the clients on transaction protocol version 1. Kafka 4
+//     finalises version 2 (KIP-890 part 2) on new clusters; under it every
+//     commit or abort bumps the producer epoch and a marker completes
+//     whatever its producer has open at a lower epoch, so one transaction's
+//     abort could swallow an earlier, committed one's records after a broker
+//     restart. Kafka 4 still serves version 1 per request.
+//   - Session fences a crashed predecessor's transaction at start and
+//     rebuilds the franz-go session after a failed transaction (the client
+//     can stay "in a transaction" for good after the broker was away).
+//   - Repair.Landed makes sure a committed transaction's markers reached
+//     every partition it wrote before the next one begins: Kafka's
+//     coordinator skips the markers of a partition with no leader (it takes
+//     it for deleted) and still completes the commit.
+//   - Repair.Maybe closes hanging transactions of the producer that nothing
+//     else would close.
 package kafkatxn
 
 import (

@@ -1,0 +1,130 @@
+package kafkatxn
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Session is a franz-go GroupTransactSession that survives what broker
+// faults do to one: it is fenced at start, rebuilt after a failed
+// transaction, and closes its producer's hanging transactions. It is not
+// safe for concurrent use: one consume-transform-produce loop owns it.
+type Session struct {
+	opts   []kgo.Opt
+	repair RepairConfig
+	logger *slog.Logger
+
+	sess *kgo.GroupTransactSession
+	rep  *Repair
+}
+
+// NewSession builds the session from opts (which must name the
+// transactional id and the group). repair configures the hanging
+// transaction repair; its Client is filled in here.
+func NewSession(opts []kgo.Opt, repair RepairConfig) (*Session, error) {
+	s := &Session{opts: opts, repair: repair, logger: repair.Logger}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if err := s.build(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) build() error {
+	sess, err := kgo.NewGroupTransactSession(s.opts...)
+	if err != nil {
+		return err
+	}
+	s.sess = sess
+	cfg := s.repair
+	cfg.Client = sess.Client()
+	s.rep = NewRepair(cfg)
+	return nil
+}
+
+// Current is the session to poll, begin and end transactions with. It
+// changes after Renew and MaybeRepair.
+func (s *Session) Current() *kgo.GroupTransactSession { return s.sess }
+
+// Fence initialises the transactional producer before consuming: that
+// aborts a transaction a crashed predecessor with the same transactional
+// id left open, at once instead of after the transaction timeout, during
+// which the partitions it wrote to (and its offset commits) would block
+// every read_committed reader.
+func (s *Session) Fence(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, _, err := s.sess.Client().ProducerID(fctx); err != nil && ctx.Err() == nil {
+		s.logger.Warn("could not initialise the transactional producer yet", "txn_id", s.repair.TransactionalID, "err", err)
+	}
+}
+
+// Renew replaces the session after a failed transaction. franz-go
+// documents no error of End as retryable, and after some (the broker
+// unreachable while ending) the client stays inside the transaction, so
+// every later Begin would fail and the loop would never produce again. A
+// new client with the same transactional id fences the old transaction
+// (aborting it) and rejoins the group at the committed offsets, so the
+// input of the failed transaction is consumed again: nothing is lost.
+func (s *Session) Renew(ctx context.Context) {
+	s.sess.Close()
+	s.sess = nil // only the loop and its Close use it; the loop ends if ctx does
+	for ctx.Err() == nil {
+		err := s.build()
+		if err == nil {
+			s.Fence(ctx)
+			return
+		}
+		s.logger.Error("could not build a new transactional session; retrying", "txn_id", s.repair.TransactionalID, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// MaybeRepair runs the hanging-transaction check when it is due, and
+// renews the session after a repair. Call it between transactions only.
+func (s *Session) MaybeRepair(ctx context.Context) {
+	if s.rep.Maybe(ctx) {
+		s.Renew(ctx)
+	}
+}
+
+// Landed waits until the transaction that just committed has its markers
+// on every partition in written, and commits it again where the coordinator
+// skipped them (see Repair.Landed), renewing the session after that. Call
+// it after every commit, before the next transaction begins.
+func (s *Session) Landed(ctx context.Context, written kadm.TopicsSet) {
+	if s.rep.Landed(ctx, written) {
+		s.Renew(ctx)
+	}
+}
+
+// Written is the set of partitions recs were produced to, for Landed. The
+// partitions are set by the partitioner before the send, so it must be
+// called after the records' promises have run.
+func Written(recs []*kgo.Record) kadm.TopicsSet {
+	written := kadm.TopicsSet{}
+	for _, r := range recs {
+		written.Add(r.Topic, r.Partition)
+	}
+	return written
+}
+
+// RepairInterval is how often MaybeRepair checks: the longest a poll of a
+// loop that calls it should block.
+func (s *Session) RepairInterval() time.Duration { return s.rep.cfg.Every }
+
+// Close closes the session's client (a static member does not leave).
+func (s *Session) Close() {
+	if s.sess != nil {
+		s.sess.Close()
+	}
+}
