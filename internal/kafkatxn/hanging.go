@@ -268,8 +268,10 @@ func (h *Repair) Landed(ctx context.Context, written kadm.TopicsSet) bool {
 	written = ours
 	backoff := 2 * time.Millisecond
 	repaired := false
-	for {
-		again, done, err := h.landedOnce(ctx, written)
+	for round := 0; ; round++ {
+		// Markers usually arrive within a few milliseconds of the commit:
+		// the coordinator is only asked from the third round on.
+		again, done, err := h.landedOnce(ctx, written, round >= 2)
 		repaired = repaired || again
 		if done {
 			return repaired
@@ -302,7 +304,7 @@ func permanent(err error) bool {
 
 // landedOnce is one round of Landed: repaired means it committed skipped
 // markers again, done that nothing is left open.
-func (h *Repair) landedOnce(ctx context.Context, written kadm.TopicsSet) (repaired, done bool, err error) {
+func (h *Repair) landedOnce(ctx context.Context, written kadm.TopicsSet, askCoordinator bool) (repaired, done bool, err error) {
 	id, epoch, err := h.cfg.Client.ProducerID(ctx)
 	if err != nil {
 		return false, false, err
@@ -311,8 +313,8 @@ func (h *Repair) landedOnce(ctx context.Context, written kadm.TopicsSet) (repair
 		return false, false, err
 	}
 	h.addOffsetsPartition(written)
-	if open, err := h.openOn(ctx, id, written); err != nil || len(open) == 0 {
-		return false, err == nil, err
+	if open, err := h.openOn(ctx, id, written); err != nil || len(open) == 0 || !askCoordinator {
+		return false, err == nil && len(open) == 0, err
 	}
 	// The coordinator first, then the partitions again: a partition still
 	// open after the coordinator finished can no longer get its marker.

@@ -9,6 +9,10 @@ import (
 	"context"
 	"errors"
 	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,36 +45,64 @@ func Rig(t *testing.T, brokers []string, topics ...string) (context.Context, *kg
 
 // WithoutVerification runs fn with the brokers' transaction verification
 // (KIP-890) off, so that writes of a transaction the coordinator does not
-// know about are accepted, as they were in the race that left them.
+// know about are accepted, as they were in the race that left them. The
+// setting is cluster-wide and the test packages run in parallel, so the
+// section holds a lock file, and both changes are waited for until the
+// broker reports them.
 func WithoutVerification(ctx context.Context, t *testing.T, adm *kadm.Client, fn func()) {
 	t.Helper()
-	const name = "transaction.partition.verification.enable"
+	unlock := lockFile(t, filepath.Join(os.TempDir(), "laneway-hangtest.lock"))
+	defer unlock()
 	off := "false"
-	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: name, Value: &off}}); err != nil {
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: verification, Value: &off}}); err != nil {
 		t.Fatalf("turn verification off: %v", err)
 	}
 	defer func() {
-		if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: name}}); err != nil {
+		if _, err := adm.AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: verification}}); err != nil {
 			t.Errorf("turn verification back on: %v", err)
 		}
+		waitVerification(ctx, t, adm, "")
 	}()
-	// The change reaches the broker through the metadata log: wait until
-	// it reports the new value.
-	WaitFor(t, 30*time.Second, "verification to be off", func() (bool, string) {
+	waitVerification(ctx, t, adm, off)
+	fn()
+}
+
+const verification = "transaction.partition.verification.enable"
+
+// waitVerification waits until the cluster-wide dynamic setting reads want
+// ("" once it is deleted): a change reaches the broker through the
+// metadata log.
+func waitVerification(ctx context.Context, t *testing.T, adm *kadm.Client, want string) {
+	t.Helper()
+	WaitFor(t, 30*time.Second, "verification setting to be "+strconv.Quote(want), func() (bool, string) {
 		described, err := adm.DescribeBrokerConfigs(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
+		got := ""
 		for _, rc := range described {
 			for _, c := range rc.Configs {
-				if c.Key == name && c.Value != nil && *c.Value == off {
-					return true, ""
+				if c.Key == verification && c.Value != nil {
+					got = *c.Value
 				}
 			}
 		}
-		return false, "still on"
+		return got == want, "it is " + strconv.Quote(got)
 	})
-	fn()
+}
+
+// lockFile takes an exclusive lock on path, across processes.
+func lockFile(t *testing.T, path string) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return func() { f.Close() } // closing releases the lock
 }
 
 func InitProducer(ctx context.Context, t *testing.T, cl *kgo.Client, txnID string) (int64, int16) {
