@@ -332,8 +332,9 @@ func (h *Repair) landedOnce(ctx context.Context, written kadm.TopicsSet, askCoor
 			missing.Add(key.topic, key.partition)
 		}
 	}
+	_, offsetsOpen := open[offsetsKey]
 	h.cfg.Logger.Warn("the coordinator skipped a committed transaction's markers; committing it again",
-		"txn_id", h.cfg.TransactionalID, "producer_id", id, "partitions", missing.Sorted())
+		"txn_id", h.cfg.TransactionalID, "producer_id", id, "partitions", missing.Sorted(), "group_offsets", offsetsOpen)
 	if err := h.end(ctx, id, epoch, true, missing, true); err != nil {
 		return false, false, fmt.Errorf("commit skipped markers: %w", err)
 	}
