@@ -92,9 +92,10 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if cfg.RepairInterval <= 0 {
 		cfg.RepairInterval = 5 * time.Second
 	}
+	txnID := cfg.TransactionalID + "-" + cfg.InstanceID // = TransactionalID()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID(cfg.TransactionalID + "-" + cfg.InstanceID), // = TransactionalID()
+		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(20 * time.Second),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics.Events),
@@ -106,7 +107,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	}, kafkatxn.Protocol(cfg.TransactionV2)...)
 	opts = append(opts, cfg.ClientOpts...)
 	sess, err := kafkatxn.NewSession(opts, kafkatxn.RepairConfig{
-		TransactionalID: cfg.TransactionalID + "-" + cfg.InstanceID, Group: cfg.Group,
+		TransactionalID: txnID, Group: cfg.Group,
 		Consumed: cfg.Topics.Events, Outputs: []string{cfg.Topics.Deliveries, cfg.Topics.Dead},
 		Every: cfg.RepairInterval, Logger: cfg.Logger, Now: cfg.Now,
 	})
@@ -124,7 +125,7 @@ func (f *Fanout) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	go func() {
-		f.sess.Fence(ctx)
+		f.sess.Start(ctx)
 		f.run(ctx)
 	}()
 }

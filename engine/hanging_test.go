@@ -20,50 +20,58 @@ import (
 // hanging transactions the fault harness found after broker restarts — a
 // deliveries partition and the fan-out group's offsets held by a
 // transaction of the fan-out's producer that its coordinator knows nothing
-// about — and checks that the fan-out closes both: the deliveries commit
-// (readable, never lost) and the pending offsets are dropped (the group's
-// offsets are stable again). Kafka refuses such writes unless transaction
-// verification is off, so the test turns it off while it makes them.
+// about — and checks that the fan-out closes both, whether they were there
+// before it started (a predecessor's last commit that lost its markers:
+// Session.Start settles them) or appear while it runs (the periodic check):
+// the deliveries become readable (never lost) and the group's offsets
+// stable again. Kafka refuses such writes unless transaction verification
+// is off, so the test turns it off while it makes them.
 func TestFanoutRepairsHangingTransactions(t *testing.T) {
 	b, ok := testenv.RealKafka()
 	if !ok {
 		t.Skip("needs the real broker (kfake has no hanging transactions to repair)")
 	}
-	ns := testenv.Unique("hang")
-	tops := topics.Config{Events: ns + ".events", Deliveries: ns + ".deliveries", Dead: ns + ".dead"}.WithDefaults()
-	ctx, cl, adm := hangtest.Rig(t, b.Brokers, tops.Events, tops.Deliveries, tops.Dead)
-	cfg := FanoutConfig{
-		Brokers: b.Brokers, Topics: tops, Group: ns + "-fanout", TransactionalID: ns + "-fanout", InstanceID: "a",
-		Subscribers: noSubscribers{}, RepairInterval: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	txnID := cfg.TransactionalID + "-" + cfg.InstanceID
-
-	hangtest.WithoutVerification(ctx, t, adm, func() {
-		pid, epoch := hangtest.InitProducer(ctx, t, cl, txnID)
-		hangtest.ProduceHanging(ctx, t, cl, txnID, tops.Deliveries, 1, pid, epoch, "hanging delivery")
-		hangtest.CommitOffsetHanging(ctx, t, cl, txnID, cfg.Group, tops.Events, pid, epoch)
-	})
-	if end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1); stable != 0 || end != 1 {
-		t.Fatalf("the hanging transaction was not made: deliveries/1 end %d, last stable %d", end, stable)
-	}
-	if !groupOffsetsUnstable(ctx, t, cl, cfg.Group, tops.Events) {
-		t.Fatal("the hanging offset commit was not made: the group's offsets are stable")
-	}
-
-	f, err := NewFanout(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start()
-	defer f.Stop()
-	hangtest.WaitFor(t, 30*time.Second, "the hanging deliveries to be committed and the offsets to be stable", func() (bool, string) {
-		end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1)
-		unstable := groupOffsetsUnstable(ctx, t, cl, cfg.Group, tops.Events)
-		return stable == end && !unstable, fmt.Sprintf("deliveries/1 end %d stable %d; group offsets unstable %t", end, stable, unstable)
-	})
-	if got := hangtest.ReadCommitted(ctx, t, b.Brokers, tops.Deliveries); got != "hanging delivery" {
-		t.Fatalf("the hanging delivery was not committed: read %q", got)
+	for _, whileRunning := range []bool{false, true} {
+		t.Run(fmt.Sprintf("while_running=%t", whileRunning), func(t *testing.T) {
+			ns := testenv.Unique("hang")
+			tops := topics.Config{Events: ns + ".events", Deliveries: ns + ".deliveries", Dead: ns + ".dead"}.WithDefaults()
+			ctx, cl, adm := hangtest.Rig(t, b.Brokers, tops.Events, tops.Deliveries, tops.Dead)
+			cfg := FanoutConfig{
+				Brokers: b.Brokers, Topics: tops, Group: ns + "-fanout", TransactionalID: ns + "-fanout", InstanceID: "a",
+				Subscribers: noSubscribers{}, RepairInterval: 300 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			}
+			f, err := NewFanout(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Stop()
+			hang := func(pid int64, epoch int16) {
+				hangtest.WithoutVerification(ctx, t, adm, func() {
+					hangtest.ProduceHanging(ctx, t, cl, f.TransactionalID(), tops.Deliveries, 1, pid, epoch, "hanging delivery")
+					hangtest.CommitOffsetHanging(ctx, t, cl, f.TransactionalID(), cfg.Group, tops.Events, pid, epoch)
+				})
+				if end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1); stable != 0 || end != 1 {
+					t.Fatalf("the hanging transaction was not made: deliveries/1 end %d, last stable %d", end, stable)
+				}
+			}
+			if whileRunning {
+				f.Start()
+				pid, epoch := hangtest.WaitForProducer(ctx, t, adm, f.TransactionalID())
+				hang(pid, epoch)
+			} else {
+				hang(hangtest.InitProducer(ctx, t, cl, f.TransactionalID()))
+				f.Start()
+			}
+			hangtest.WaitFor(t, 30*time.Second, "the hanging deliveries to be committed and the offsets to be stable", func() (bool, string) {
+				end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1)
+				unstable := groupOffsetsUnstable(ctx, t, cl, cfg.Group, tops.Events)
+				return stable == end && !unstable, fmt.Sprintf("deliveries/1 end %d stable %d; group offsets unstable %t", end, stable, unstable)
+			})
+			if got := hangtest.ReadCommitted(ctx, t, b.Brokers, tops.Deliveries); got != "hanging delivery" {
+				t.Fatalf("the hanging delivery was not committed: read %q", got)
+			}
+		})
 	}
 }
 

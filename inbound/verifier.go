@@ -120,7 +120,7 @@ func (v *verifier) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
 	go func() {
-		v.sess.Fence(ctx)
+		v.sess.Start(ctx)
 		v.run(ctx)
 	}()
 }

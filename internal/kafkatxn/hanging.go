@@ -203,15 +203,9 @@ func (h *Repair) openTransactions(ctx context.Context, id int64) (map[partitionK
 	if err := h.findOffsetsPartition(ctx); err != nil {
 		return nil, err
 	}
-	topics, err := h.adm.ListTopics(ctx, h.cfg.Outputs...)
+	set, err := h.outputPartitions(ctx)
 	if err != nil {
 		return nil, err
-	}
-	set := kadm.TopicsSet{}
-	for _, td := range topics {
-		for _, p := range td.Partitions.Numbers() {
-			set.Add(td.Topic, p)
-		}
 	}
 	h.addOffsetsPartition(set)
 	return h.openOn(ctx, id, set)
@@ -292,6 +286,37 @@ func (h *Repair) Landed(ctx context.Context, written kadm.TopicsSet) bool {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// Settle is Landed over every partition of the outputs, for when it is not
+// known what the producer's last transaction wrote: at start (a crashed
+// predecessor's last commit may have lost its markers) and after a failed
+// transaction. Committing whatever this producer still has open is always
+// consistent: its offsets are only ever added to a transaction after all
+// its records were written, so either both become visible or the input is
+// processed again.
+func (h *Repair) Settle(ctx context.Context) bool {
+	set, err := h.outputPartitions(ctx)
+	if err != nil {
+		h.cfg.Logger.Debug("listing the outputs to settle", "txn_id", h.cfg.TransactionalID, "err", err)
+		return false // the periodic check (Maybe) still runs
+	}
+	return h.Landed(ctx, set)
+}
+
+// outputPartitions is every partition of the outputs.
+func (h *Repair) outputPartitions(ctx context.Context) (kadm.TopicsSet, error) {
+	topics, err := h.adm.ListTopics(ctx, h.cfg.Outputs...)
+	if err != nil {
+		return nil, err
+	}
+	set := kadm.TopicsSet{}
+	for _, td := range topics {
+		for _, p := range td.Partitions.Numbers() {
+			set.Add(td.Topic, p)
+		}
+	}
+	return set, nil
 }
 
 // permanent reports whether err is a broker's answer that retrying will

@@ -10,8 +10,9 @@ import (
 )
 
 // Session is a franz-go GroupTransactSession that survives what broker
-// faults do to one: it is fenced at start, rebuilt after a failed
-// transaction, and closes its producer's hanging transactions. It is not
+// faults do to one: it is fenced and settled at start, rebuilt after a
+// failed transaction, checks that every commit's markers landed, and closes
+// its producer's hanging transactions. It is not
 // safe for concurrent use: one consume-transform-produce loop owns it.
 type Session struct {
 	opts   []kgo.Opt
@@ -52,12 +53,20 @@ func (s *Session) build() error {
 // changes after Renew and MaybeRepair.
 func (s *Session) Current() *kgo.GroupTransactSession { return s.sess }
 
-// Fence initialises the transactional producer before consuming: that
-// aborts a transaction a crashed predecessor with the same transactional
-// id left open, at once instead of after the transaction timeout, during
-// which the partitions it wrote to (and its offset commits) would block
-// every read_committed reader.
-func (s *Session) Fence(ctx context.Context) {
+// Start prepares the session before the loop consumes anything: it fences
+// a crashed predecessor's open transaction (InitProducerId aborts it at
+// once, instead of after the transaction timeout, during which the
+// partitions it wrote to and its offset commits would block every
+// read_committed reader) and settles what the predecessor's last commit
+// left open if the coordinator skipped its markers (Repair.Settle).
+func (s *Session) Start(ctx context.Context) {
+	s.fence(ctx)
+	if s.rep.Settle(ctx) {
+		s.rebuild(ctx)
+	}
+}
+
+func (s *Session) fence(ctx context.Context) {
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, _, err := s.sess.Client().ProducerID(fctx); err != nil && ctx.Err() == nil {
@@ -71,14 +80,24 @@ func (s *Session) Fence(ctx context.Context) {
 // every later Begin would fail and the loop would never produce again. A
 // new client with the same transactional id fences the old transaction
 // (aborting it) and rejoins the group at the committed offsets, so the
-// input of the failed transaction is consumed again: nothing is lost.
+// input of the failed transaction is consumed again: nothing is lost. The
+// failed transaction may have committed after all with its markers
+// skipped, so the new session settles first, as at Start.
 func (s *Session) Renew(ctx context.Context) {
+	s.rebuild(ctx)
+	if s.rep.Settle(ctx) {
+		s.rebuild(ctx)
+	}
+}
+
+// rebuild closes the session and builds and fences a new one.
+func (s *Session) rebuild(ctx context.Context) {
 	s.sess.Close()
 	s.sess = nil // only the loop and its Close use it; the loop ends if ctx does
 	for ctx.Err() == nil {
 		err := s.build()
 		if err == nil {
-			s.Fence(ctx)
+			s.fence(ctx)
 			return
 		}
 		s.logger.Error("could not build a new transactional session; retrying", "txn_id", s.repair.TransactionalID, "err", err)
@@ -93,7 +112,7 @@ func (s *Session) Renew(ctx context.Context) {
 // renews the session after a repair. Call it between transactions only.
 func (s *Session) MaybeRepair(ctx context.Context) {
 	if s.rep.Maybe(ctx) {
-		s.Renew(ctx)
+		s.rebuild(ctx)
 	}
 }
 
@@ -103,7 +122,7 @@ func (s *Session) MaybeRepair(ctx context.Context) {
 // it after every commit, before the next transaction begins.
 func (s *Session) Landed(ctx context.Context, written kadm.TopicsSet) {
 	if s.rep.Landed(ctx, written) {
-		s.Renew(ctx)
+		s.rebuild(ctx)
 	}
 }
 

@@ -8,6 +8,7 @@ package hangtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -105,6 +106,28 @@ func lockFile(t *testing.T, path string) (unlock func()) {
 	return func() { f.Close() } // closing releases the lock
 }
 
+// WaitForProducer waits until txnID has a producer and no transaction in
+// progress, and returns its producer id and epoch.
+func WaitForProducer(ctx context.Context, t *testing.T, adm *kadm.Client, txnID string) (int64, int16) {
+	t.Helper()
+	var pid int64
+	var epoch int16
+	WaitFor(t, 30*time.Second, "the producer of "+txnID, func() (bool, string) {
+		described, err := adm.DescribeTransactions(ctx, txnID)
+		if err != nil {
+			return false, err.Error()
+		}
+		d, ok := described[txnID]
+		if !ok || d.Err != nil {
+			return false, fmt.Sprint("not described: ", d.Err)
+		}
+		pid, epoch = d.ProducerID, d.ProducerEpoch
+		return pid >= 0 && (d.State == "Empty" || d.State == "CompleteCommit" || d.State == "CompleteAbort"), "state " + d.State
+	})
+	return pid, epoch
+}
+
+// InitProducer initialises txnID's producer, as a new client would.
 func InitProducer(ctx context.Context, t *testing.T, cl *kgo.Client, txnID string) (int64, int16) {
 	t.Helper()
 	req := kmsg.NewPtrInitProducerIDRequest()
