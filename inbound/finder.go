@@ -52,6 +52,7 @@ type Finder struct {
 	group   string
 	scanner *logscan.Scanner
 	raw     *kread.Reader // read_uncommitted: captures are never transactional
+	stable  *kread.Reader // read_committed: outcomes are written in the verify transactions
 	admin   *kadm.Client
 
 	mu         sync.Mutex
@@ -64,6 +65,7 @@ func newFinder(client *kgo.Client, topic, group string) *Finder {
 		topic: topic, group: group, admin: admin,
 		scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), admin),
 		raw:     kread.NewReader(client, topic),
+		stable:  kread.NewReader(client, topic, kread.ReadCommitted()),
 	}
 }
 
@@ -189,6 +191,46 @@ func (f *Finder) Get(ctx context.Context, id string) (Capture, bool, error) {
 		return c, true, nil
 	}
 	return Capture{}, false, nil
+}
+
+// outcomeSearch bounds how far past a capture Outcome looks for its
+// outcome: the verify stage writes it in the transaction that consumes the
+// capture, so it follows within about one poll's worth of records.
+const outcomeSearch = 4 << 20
+
+// Outcome is the verify stage's decision on capture id: pending while the
+// verify group has not consumed it, else the outcome record found after
+// it. ok is false when a decided capture's outcome is not within
+// outcomeSearch bytes after it (or expired).
+func (f *Finder) Outcome(ctx context.Context, c *Capture) (Item, bool, error) {
+	p, o, ok := ParseRequestID(c.ID)
+	if !ok {
+		return Item{}, false, nil
+	}
+	committed, err := f.committed(ctx)
+	if err != nil {
+		return Item{}, false, err
+	}
+	if next, ok := committed[p]; !ok || next <= o {
+		return itemOf(c), true, nil
+	}
+	for from, read := o+1, int64(0); read < outcomeSearch; {
+		res, err := f.stable.Read(ctx, p, from, 1<<20)
+		if err != nil {
+			return Item{}, false, err
+		}
+		for _, r := range res.Records {
+			if it, ok := decodeOutcome(r); ok && it.ID == c.ID {
+				return it, true, nil
+			}
+			read += int64(len(r.Value))
+		}
+		if len(res.Records) == 0 || res.Next <= from {
+			break
+		}
+		from = res.Next
+	}
+	return Item{}, false, nil
 }
 
 func (f *Finder) partitionCount(ctx context.Context) (int, error) {

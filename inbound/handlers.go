@@ -402,6 +402,11 @@ type requestJSON struct {
 	ReplayOf   string      `json:"replay_of,omitempty"`
 	Action     string      `json:"action,omitempty"`
 	Job        string      `json:"job,omitempty"`
+	// Status is the verify stage's decision (pending, verified, rejected,
+	// duplicate) and Outcome its details, as in a listing; both are absent
+	// when the outcome could not be found.
+	Status  string `json:"status,omitempty"`
+	Outcome *Item  `json:"outcome,omitempty"`
 }
 
 func (s *Service) getRequest(w http.ResponseWriter, r *http.Request) {
@@ -418,6 +423,13 @@ func (s *Service) getRequest(w http.ResponseWriter, r *http.Request) {
 	if utf8.Valid(c.Body) {
 		body := string(c.Body)
 		out.Body = &body
+	}
+	it, found, err := s.finder.Outcome(r.Context(), &c)
+	switch {
+	case err != nil: // the request itself is known: answer without its status
+		s.logger.WarnContext(r.Context(), "inbound: looking up a request's outcome", "id", c.ID, "err", err)
+	case found:
+		out.Status, out.Outcome = it.Status, &it
 	}
 	writeJSON(w, http.StatusOK, out)
 }

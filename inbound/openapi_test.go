@@ -384,6 +384,14 @@ func TestOpenAPIInbound(t *testing.T) {
 	if detail.Body == nil || *detail.Body != validBody || detail.Headers.Get("Webhook-Id") != "msg_1" {
 		t.Fatalf("detail %+v", detail)
 	}
+	if detail.Status != StatusVerified || detail.Outcome == nil || detail.Outcome.EventID == "" || detail.Outcome.VerifiedAt.IsZero() {
+		t.Fatalf("a verified request's status and outcome: %q %+v", detail.Status, detail.Outcome)
+	}
+	detail = requestJSON{}
+	k.decode(specCall{method: "GET", path: "/v1/inbound/requests/" + tampered.ID, want: 200}, &detail)
+	if detail.Status != StatusRejected || detail.Outcome == nil || detail.Outcome.Reason != ReasonBadSignature {
+		t.Fatalf("a rejected request's status and outcome: %q %+v", detail.Status, detail.Outcome)
+	}
 	detail = requestJSON{}
 	k.decode(specCall{method: "GET", path: "/v1/inbound/requests/" + binary.ID, want: 200}, &detail)
 	if detail.Body != nil || detail.BodyBase64 != "//4AYQ==" {
