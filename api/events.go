@@ -86,7 +86,7 @@ func writeInvalidEvent(w http.ResponseWriter, err error) {
 	body := errorBody{Error: err.Error()}
 	var ie *event.InvalidError
 	if errors.As(err, &ie) {
-		body.Reason = ie.Reason
+		body.Reason, body.Field = ie.Reason, ie.Field
 	}
 	writeJSON(w, http.StatusBadRequest, body)
 }

@@ -72,15 +72,16 @@ func TestIngestKeepsClientID(t *testing.T) {
 func TestIngestInvalidEvents(t *testing.T) {
 	oversized := `{"type":"t","tenant":"acme","entity":"e","data":"` + strings.Repeat("x", event.MaxEnvelopeBytes) + `"}`
 	cases := []struct {
-		name, body, reason string
+		name, body, reason, field string
 	}{
-		{"missing entity", `{"type":"t","tenant":"acme"}`, "entity is required"},
-		{"missing tenant", `{"type":"t","entity":"e"}`, "tenant is required"},
-		{"malformed JSON", `{"type":"t",`, "malformed JSON"},
-		{"unknown field", `{"type":"t","tenant":"acme","entity":"e","colour":"red"}`, "unknown field"},
-		{"invalid UTF-8", "{\"type\":\"t\",\"tenant\":\"acme\",\"entity\":\"e\xff\"}", "not valid UTF-8"},
-		{"oversized", oversized, "the limit is"},
-		{"negative revision", `{"type":"t","tenant":"acme","entity":"e","revision":-1}`, "revision"},
+		{"missing entity", `{"type":"t","tenant":"acme"}`, "entity is required", "entity"},
+		{"missing tenant", `{"type":"t","entity":"e"}`, "tenant is required", "tenant"},
+		{"malformed JSON", `{"type":"t",`, "malformed JSON", ""},
+		{"unknown field", `{"type":"t","tenant":"acme","entity":"e","colour":"red"}`, "unknown field", "colour"},
+		{"wrong type", `{"type":"t","tenant":"acme","entity":"e","revision":"7"}`, "malformed JSON", "revision"},
+		{"invalid UTF-8", "{\"type\":\"t\",\"tenant\":\"acme\",\"entity\":\"e\xff\"}", "not valid UTF-8", ""},
+		{"oversized", oversized, "the limit is", ""},
+		{"negative revision", `{"type":"t","tenant":"acme","entity":"e","revision":-1}`, "revision", "revision"},
 	}
 	h := newHarness(t, nil)
 	for _, tc := range cases {
@@ -94,6 +95,9 @@ func TestIngestInvalidEvents(t *testing.T) {
 			}
 			if got["error"] != "invalid event: "+reason {
 				t.Fatalf("error = %v, want invalid event: %s", got["error"], reason)
+			}
+			if field, _ := got["field"].(string); field != tc.field {
+				t.Fatalf("field = %q, want %q", field, tc.field)
 			}
 		})
 	}

@@ -41,12 +41,21 @@ type Envelope struct {
 
 // InvalidError says why an envelope was refused. Its text is safe to return
 // to the producer and to store as a dead letter's reason detail.
-type InvalidError struct{ Reason string }
+type InvalidError struct {
+	// Field names the envelope field at fault ("entity", "revision"…);
+	// empty when the event as a whole is refused (size, encoding, syntax).
+	Field  string
+	Reason string
+}
 
 func (e *InvalidError) Error() string { return "invalid event: " + e.Reason }
 
 func invalid(format string, args ...any) error {
 	return &InvalidError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func invalidField(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // IsInvalid reports whether err is an *InvalidError.
@@ -69,7 +78,7 @@ func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		return env, invalid("malformed JSON: %v", err)
+		return env, malformed(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return env, invalid("trailing data after the JSON object")
@@ -89,9 +98,22 @@ func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
 			len(raw)+grown, MaxEnvelopeBytes)
 	}
 	if _, err := env.OccurredAt.MarshalJSON(); err != nil {
-		return env, invalid("occurred_at cannot be represented: %v", err)
+		return env, invalidField("occurred_at", "occurred_at cannot be represented: %v", err)
 	}
 	return env, env.Validate()
+}
+
+// malformed names the field a decoding error is about when it names one: a
+// value of the wrong type, or a field the envelope does not have.
+func malformed(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return invalidField(typeErr.Field, "malformed JSON: %v", err)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalidField(strings.Trim(name, `"`), "malformed JSON: %v", err)
+	}
+	return invalid("malformed JSON: %v", err)
 }
 
 // encodedGrowth bounds how much longer raw gets when Go's encoder writes
@@ -108,17 +130,17 @@ func (e *Envelope) Validate() error {
 		{"id", e.ID}, {"type", e.Type}, {"tenant", e.Tenant}, {"entity", e.Entity},
 	} {
 		if strings.TrimSpace(f.value) == "" {
-			return invalid("%s is required", f.name)
+			return invalidField(f.name, "%s is required", f.name)
 		}
 		if len(f.value) > MaxFieldLen {
-			return invalid("%s is longer than %d bytes", f.name, MaxFieldLen)
+			return invalidField(f.name, "%s is longer than %d bytes", f.name, MaxFieldLen)
 		}
 	}
 	if e.Revision < 0 {
-		return invalid("revision must not be negative")
+		return invalidField("revision", "revision must not be negative")
 	}
 	if len(e.Data) > 0 && !json.Valid(e.Data) {
-		return invalid("data is not valid JSON")
+		return invalidField("data", "data is not valid JSON")
 	}
 	return nil
 }
