@@ -11,11 +11,11 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"reflect"
 	"runtime/debug"
 	"strings"
 
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/jsonerr"
 )
 
 // errorBody is the JSON every error response carries. Field names the input
@@ -59,7 +59,7 @@ func writeInvalid(w http.ResponseWriter, err error) {
 // readBody reads a JSON request body within the size limit. It answers the
 // request itself and returns false when the body cannot be used.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if !isJSON(r.Header.Get("Content-Type")) {
+	if !IsJSON(r.Header.Get("Content-Type")) {
 		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 		return nil, false
 	}
@@ -90,9 +90,10 @@ func (s *Server) readStrict(w http.ResponseWriter, r *http.Request, v any) bool 
 	return true
 }
 
-// isJSON accepts a missing Content-Type (curl -d aside, most clients that
+// IsJSON accepts a missing Content-Type (curl -d aside, most clients that
 // omit it send JSON) and any JSON media type, including merge-patch+json.
-func isJSON(contentType string) bool {
+// Handlers added through Config.Routes use it too.
+func IsJSON(contentType string) bool {
 	if contentType == "" {
 		return true
 	}
@@ -119,38 +120,16 @@ func decodeStrict(body []byte, v any) error {
 // decodeError turns an encoding/json error into a message a client can act
 // on, naming the field when there is one.
 func decodeError(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		if typeErr.Field == "" {
-			return &endpoint.ValidationError{Field: "body", Reason: "must be a JSON object"}
-		}
-		return &endpoint.ValidationError{Field: typeErr.Field, Reason: fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type), typeErr.Value)}
+	if field, reason, ok := jsonerr.Field(err); ok {
+		return &endpoint.ValidationError{Field: field, Reason: reason}
 	}
-	// encoding/json has no typed error for unknown fields; its text is
-	// `json: unknown field "name"`.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
-		return &endpoint.ValidationError{Field: name, Reason: "is not a known field"}
+	if jsonerr.NotAnObject(err) {
+		return &endpoint.ValidationError{Field: "body", Reason: "must be a JSON object"}
 	}
 	if errors.Is(err, io.EOF) {
 		return errors.New("request body is empty")
 	}
 	return fmt.Errorf("malformed JSON: %v", err)
-}
-
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "another type"
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice:
-		return "an array"
-	}
-	return t.String()
 }
 
 // requireToken refuses requests without the admin bearer token. Both sides

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/laneway/laneway/internal/jsonerr"
 )
 
 // Limits on envelope fields. They keep one bad producer from filling memory or
@@ -106,12 +108,8 @@ func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
 // malformed names the field a decoding error is about when it names one: a
 // value of the wrong type, or a field the envelope does not have.
 func malformed(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		return invalidField(typeErr.Field, "malformed JSON: %v", err)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalidField(strings.Trim(name, `"`), "malformed JSON: %v", err)
+	if field, _, ok := jsonerr.Field(err); ok {
+		return invalidField(field, "malformed JSON: %v", err)
 	}
 	return invalid("malformed JSON: %v", err)
 }

@@ -9,10 +9,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/jsonerr"
 	"github.com/laneway/laneway/internal/logscan"
 )
 
@@ -52,6 +53,10 @@ func writeInvalid(w http.ResponseWriter, err error) int {
 // readBody reads an admin request body within maxAdminBody; it answers
 // the request itself and returns false when the body cannot be used.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !api.IsJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return nil, false
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -71,11 +76,14 @@ func decodeStrict(w http.ResponseWriter, body []byte, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			writeInvalid(w, &ValidationError{Field: strings.Trim(name, `"`), Reason: "is not a known field"})
-			return false
+		switch field, reason, ok := jsonerr.Field(err); {
+		case ok:
+			writeInvalid(w, &ValidationError{Field: field, Reason: reason})
+		case jsonerr.NotAnObject(err):
+			writeInvalid(w, &ValidationError{Field: "body", Reason: "must be a JSON object"})
+		default:
+			writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 		}
-		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 		return false
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

@@ -161,6 +161,9 @@ func (k *contract) request(c specCall) *http.Request {
 	return req
 }
 
+// textPlain is a Content-Type the admin routes refuse with 415.
+var textPlain = http.Header{"Content-Type": {"text/plain"}}
+
 // do sends the call, checks its status and validates the request and the
 // real response against the spec.
 func (k *contract) do(c specCall) specResult {
@@ -290,6 +293,9 @@ func TestOpenAPIInbound(t *testing.T) {
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"small","kind":"github","tenant":"acme","max_body_bytes":64}`, want: 201})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"gone","kind":"github","tenant":"acme","secret":"k"}`, want: 201})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"std","kind":"standard","tenant":"acme"}`, want: 409})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"x","kind":"standard","tenant":"acme"}`,
+		header: textPlain, want: 415, invalid: true})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"x","kind":"standard","tenant":7}`, want: 400, field: "tenant", invalid: true})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"nosecret","kind":"stripe","tenant":"acme"}`, want: 400, field: "secret"})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"Bad ID","kind":"github","tenant":"acme"}`, want: 400, field: "id", invalid: true})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"x","kind":"github","tenant":"acme","typo":1}`, want: 400, field: "typo", invalid: true})
@@ -309,6 +315,7 @@ func TestOpenAPIInbound(t *testing.T) {
 	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/stripe", body: `{"tenant":"beta","type_map":{},"previous_secret":""}`, want: 200})
 	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/std", body: `{"id":"std","kind":"standard","revision_field":"data.rev"}`, want: 200})
 	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/std", body: `{"kind":"stripe"}`, want: 400, field: "id"})
+	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/std", body: `{}`, header: textPlain, want: 415, invalid: true})
 	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/std", body: `{"type_field":"data..type"}`, want: 400, field: "type_field"})
 	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/std", body: `{"tolerance_seconds":0}`, want: 400, field: "tolerance_seconds", invalid: true})
 	k.do(specCall{method: "PATCH", path: "/v1/inbound/sources/std", body: `{"max_body_bytes":999999999}`, want: 400, field: "max_body_bytes", invalid: true})
@@ -324,6 +331,7 @@ func TestOpenAPIInbound(t *testing.T) {
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources/stripe/secret/rotate", want: 400, field: "secret"}) // stripe secrets come from Stripe
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources/std/secret/rotate", body: `{"secret":"whsec_x","extra":1}`, want: 400, field: "extra", invalid: true})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources/nope/secret/rotate", want: 404})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/std/secret/rotate", body: `{}`, header: textPlain, want: 415, invalid: true})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources/std/secret/rotate", noAuth: true, want: 401, invalid: true})
 	k.do(specCall{method: "POST", path: "/v1/inbound/sources/std/secret/rotate", body: `{"secret":"` + huge + `"}`, want: 413, invalid: true})
 
@@ -419,6 +427,7 @@ func TestOpenAPIInbound(t *testing.T) {
 		t.Fatalf("Location %q for job %s", r.header.Get("Location"), job.ID)
 	}
 	k.do(specCall{method: "POST", path: "/v1/inbound/replays", body: reverify, want: 200})
+	k.do(specCall{method: "POST", path: "/v1/inbound/replays", body: reverify, header: textPlain, want: 415, invalid: true})
 	var republish ReplayJob
 	k.decode(specCall{method: "POST", path: "/v1/inbound/replays", body: `{"action":"republish","ids":["` + valid.ID + `"]}`,
 		header: http.Header{"Idempotency-Key": {"k1"}}, want: 202}, &republish)
