@@ -108,8 +108,8 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	opts = append(opts, cfg.ClientOpts...)
 	sess, err := kafkatxn.NewSession(opts, kafkatxn.RepairConfig{
 		TransactionalID: txnID, Group: cfg.Group,
-		Consumed: cfg.Topics.Events, Outputs: []string{cfg.Topics.Deliveries, cfg.Topics.Dead},
-		Every: cfg.RepairInterval, Logger: cfg.Logger, Now: cfg.Now,
+		Outputs: []string{cfg.Topics.Deliveries, cfg.Topics.Dead},
+		Every:   cfg.RepairInterval, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)

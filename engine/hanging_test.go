@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kafkatxn"
 	"github.com/laneway/laneway/internal/kafkatxn/hangtest"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/topics"
@@ -81,7 +80,7 @@ func (noSubscribers) Subscribers(dst []string, _, _ string) []string { return ds
 
 func groupOffsetsUnstable(ctx context.Context, t *testing.T, cl *kgo.Client, group, events string) bool {
 	t.Helper()
-	unstable, err := kafkatxn.OffsetsUnstable(ctx, cl, group, events)
+	unstable, err := hangtest.OffsetsUnstable(ctx, cl, group, events)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,8 +107,8 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 	opts = append(opts, kafkatxn.Protocol(cfg.transactionV2)...)
 	sess, err := kafkatxn.NewSession(append(opts, cfg.clientOpts...), kafkatxn.RepairConfig{
 		TransactionalID: cfg.transactionalID, Group: cfg.group,
-		Consumed: cfg.inboundTopic, Outputs: []string{cfg.inboundTopic, cfg.eventsTopic},
-		Logger: cfg.logger, Now: cfg.now,
+		Outputs: []string{cfg.inboundTopic, cfg.eventsTopic},
+		Logger:  cfg.logger, Now: cfg.now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inbound verifier client: %w", err)

@@ -40,11 +40,8 @@ type Repair struct {
 	next time.Time
 	// open is what the previous check saw open for this producer:
 	// partition (or offsetsKey) -> the transaction's start offset.
-	open map[partitionKey]int64
-	// unstableChecks counts consecutive checks that found some of the
-	// group's offsets pending while this producer had no transaction.
-	unstableChecks int
-	offsetsPart    int32 // the group's __consumer_offsets partition; -1 until known, -2 if there is none
+	open        map[partitionKey]int64
+	offsetsPart int32 // the group's __consumer_offsets partition; -1 until known, -2 if there is none
 }
 
 // RepairConfig configures a Repair.
@@ -55,8 +52,6 @@ type RepairConfig struct {
 	TransactionalID string
 	// Group is the consumer group whose offsets its transactions commit. Required.
 	Group string
-	// Consumed is the topic whose offsets the group commits. Required.
-	Consumed string
 	// Outputs are the topics its transactions write to. Required.
 	Outputs []string
 	// Every is how often a check runs. Default 5s.
@@ -66,14 +61,6 @@ type RepairConfig struct {
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
-
-// unstableChecksBeforeAbort is how many consecutive checks must find the
-// group's offsets pending, while this producer is between transactions,
-// before it aborts an empty transaction on the group's offsets. Pending
-// offsets of another instance's live transactions come and go within a
-// second; the abort only ever drops this producer's own pending offsets,
-// so a needless one costs a round of requests and nothing else.
-const unstableChecksBeforeAbort = 4
 
 // NewRepair returns a Repair for cfg's producer.
 func NewRepair(cfg RepairConfig) *Repair {
@@ -136,14 +123,6 @@ func (h *Repair) check(ctx context.Context) (bool, error) {
 		}
 	}
 	h.open = open
-	if unstable, err := h.offsetsUnstable(ctx); err == nil && unstable {
-		h.unstableChecks++
-	} else {
-		h.unstableChecks = 0
-	}
-	if h.unstableChecks >= unstableChecksBeforeAbort {
-		abortOffsets, h.unstableChecks = true, 0
-	}
 	repaired := false
 	if len(hanging) > 0 {
 		h.cfg.Logger.Warn("committing a hanging transaction; its input may be processed twice",
@@ -401,38 +380,6 @@ func javaStringHash(s string) int32 {
 		hash = 31*hash + int32(u)
 	}
 	return hash
-}
-
-func (h *Repair) offsetsUnstable(ctx context.Context) (bool, error) {
-	return OffsetsUnstable(ctx, h.cfg.Client, h.cfg.Group, h.cfg.Consumed)
-}
-
-// OffsetsUnstable reports whether some of group's offsets for topic answer
-// UNSTABLE_OFFSET_COMMIT (a transactional commit is pending). The
-// partitions are named: asked for all its offsets, the broker only lists
-// partitions that already have a committed one.
-func OffsetsUnstable(ctx context.Context, cl *kgo.Client, group, topic string) (bool, error) {
-	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
-	if err != nil {
-		return false, err
-	}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	req.RequireStable = true
-	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic, rt.Partitions = topic, topics[topic].Partitions.Numbers()
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return false, err
-	}
-	unstable := resp.ErrorCode == kerr.UnstableOffsetCommit.Code
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			unstable = unstable || p.ErrorCode == kerr.UnstableOffsetCommit.Code
-		}
-	}
-	return unstable, nil
 }
 
 // end runs one transaction of this producer that only adds partitions

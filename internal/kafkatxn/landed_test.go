@@ -39,7 +39,7 @@ func TestLandedCommitsSkippedMarkers(t *testing.T) {
 	}
 	defer producer.Close()
 	repair := kafkatxn.NewRepair(kafkatxn.RepairConfig{
-		Client: producer, TransactionalID: txnID, Group: ns + "-group", Consumed: topic, Outputs: []string{topic},
+		Client: producer, TransactionalID: txnID, Group: ns + "-group", Outputs: []string{topic},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if repair.Landed(ctx, kadm.TopicsSet{topic: {0: {}}}) {

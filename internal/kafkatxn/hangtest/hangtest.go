@@ -257,3 +257,31 @@ func WaitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 		<-tick.C
 	}
 }
+
+// OffsetsUnstable reports whether some of group's offsets for topic answer
+// UNSTABLE_OFFSET_COMMIT (a transactional commit is pending). The
+// partitions are named: asked for all its offsets, the broker only lists
+// partitions that already have a committed one.
+func OffsetsUnstable(ctx context.Context, cl *kgo.Client, group, topic string) (bool, error) {
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return false, err
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	req.RequireStable = true
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = topic, topics[topic].Partitions.Numbers()
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return false, err
+	}
+	unstable := resp.ErrorCode == kerr.UnstableOffsetCommit.Code
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			unstable = unstable || p.ErrorCode == kerr.UnstableOffsetCommit.Code
+		}
+	}
+	return unstable, nil
+}
