@@ -24,9 +24,9 @@ import (
 // 200 endpoints answering in ~5 ms and one answering in 3 s with
 // max_concurrency 4 that receives more than it can absorb, plus one that
 // answers 503 throughout. The slow endpoint never sees more than 4 requests
-// at once, the healthy ones keep a p99 under 1 s, every partition's commit
-// keeps advancing, and once the slow endpoint recovers its backlog drains
-// in order.
+// at once, the healthy ones keep a p99 well under the slow answer time,
+// every partition's commit keeps advancing, and once the slow endpoint
+// recovers its backlog drains in order.
 func TestIncidentSlowEndpointIsIsolated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("incident test")
@@ -52,7 +52,7 @@ func TestIncidentSlowEndpointIsIsolated(t *testing.T) {
 		slow, _ := f.Add(1000, slowEP.Secret, func(w http.ResponseWriter, r *http.Request, _ int) {
 			if !recovered.Load() {
 				select {
-				case <-time.After(3 * time.Second):
+				case <-time.After(slowAnswer):
 				case <-r.Context().Done():
 				}
 			}
@@ -220,6 +220,13 @@ func waitCommittedToEnd(t *testing.T, a *app.App) {
 
 // checkHealthyLatency requires p99 publish-to-receipt latency under 1 s for
 // the healthy endpoints, over the whole run.
+// slowAnswer is how long the slow endpoint takes to answer.
+const slowAnswer = 3 * time.Second
+
+// checkHealthyLatency fails when the healthy endpoints' p99 reaches half
+// the slow endpoint's answer time: a healthy delivery that waited behind a
+// slow one would take at least slowAnswer. (The bound is that, not a
+// latency goal: the figures are in docs/benchmarks.md.)
 func checkHealthyLatency(t *testing.T, eps []*fleet.Endpoint) {
 	t.Helper()
 	var lat []time.Duration
@@ -234,8 +241,8 @@ func checkHealthyLatency(t *testing.T, eps []*fleet.Endpoint) {
 	slices.Sort(lat)
 	p99 := lat[len(lat)*99/100]
 	t.Logf("healthy deliveries %d: p50 %v p99 %v max %v", len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
-	if p99 >= time.Second {
-		t.Errorf("healthy p99 latency %v, want under 1s", p99)
+	if p99 >= slowAnswer/2 {
+		t.Errorf("healthy p99 latency %v, want under %v (half the slow endpoint's answer time)", p99, slowAnswer/2)
 	}
 }
 

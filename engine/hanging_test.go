@@ -50,7 +50,9 @@ func TestFanoutRepairsHangingTransactions(t *testing.T) {
 					hangtest.ProduceHanging(ctx, t, cl, f.TransactionalID(), tops.Deliveries, 1, pid, epoch, "hanging delivery")
 					hangtest.CommitOffsetHanging(ctx, t, cl, f.TransactionalID(), cfg.Group, tops.Events, pid, epoch)
 				})
-				if end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1); stable != 0 || end != 1 {
+				// A running fan-out may already have closed it by now; the
+				// record must be there in any case.
+				if end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1); end < 1 || (!whileRunning && stable != 0) {
 					t.Fatalf("the hanging transaction was not made: deliveries/1 end %d, last stable %d", end, stable)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 	"unicode/utf16"
 
@@ -363,8 +364,22 @@ func (h *Repair) findOffsetsPartition(ctx context.Context) error {
 		h.offsetsPart = -2
 		return nil
 	}
-	h.offsetsPart = int32(int(javaStringHash(h.cfg.Group)&0x7fffffff) % n)
+	h.offsetsPart = offsetsPartitionFor(h.cfg.Group, n)
 	return nil
+}
+
+// offsetsPartitionFor is the __consumer_offsets partition of group among n:
+// Kafka's Utils.abs (Math.abs, with MIN_VALUE mapped to 0 — not the bit
+// mask of its partitioner) of the group id's String.hashCode, modulo n.
+func offsetsPartitionFor(group string, n int) int32 {
+	h := javaStringHash(group)
+	switch {
+	case h == math.MinInt32:
+		h = 0
+	case h < 0:
+		h = -h
+	}
+	return int32(int(h) % n)
 }
 
 // addOffsetsPartition adds the group's offsets partition to set, if any.

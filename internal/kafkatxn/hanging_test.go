@@ -17,3 +17,17 @@ func TestJavaStringHash(t *testing.T) {
 		}
 	}
 }
+
+func TestOffsetsPartitionFor(t *testing.T) {
+	// The partitions the real broker (offsets.topic.num.partitions=8) put
+	// these fan-out groups on, as its DescribeTransactions reported them
+	// during fault runs; two of the hashes are negative.
+	for _, group := range []string{"chaos-broker-6ba8a1-fanout", "chaos-broker-5d4158-fanout", "chaos-broker-d1948c-fanout"} {
+		if got := offsetsPartitionFor(group, 8); got != 2 {
+			t.Errorf("offsetsPartitionFor(%q, 8) = %d, want 2", group, got)
+		}
+	}
+	if got := offsetsPartitionFor("", 50); got != 0 {
+		t.Errorf("empty group: %d", got)
+	}
+}
