@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.GroupPrefix = "laneway"
 	}
 	if cfg.InstanceID == "" {
-		cfg.InstanceID = hostname()
+		cfg.InstanceID = engine.DefaultInstanceID()
 	}
 	cfg.Topics = cfg.Topics.WithDefaults()
 	if err := checkExposure(cfg.HTTPAddr, cfg.AdminToken); err != nil {
@@ -316,16 +315,6 @@ func leaveError(resp kadm.LeaveGroupResponses) error {
 		}
 	})
 	return first
-}
-
-// hostname is the default instance id: stable across a process restart in
-// the same host or pod.
-func hostname() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		return "laneway"
-	}
-	return host
 }
 
 func (a *App) ensureTopics(ctx context.Context) error {

@@ -81,7 +81,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		cfg.TransactionalID = "laneway-fanout"
 	}
 	if cfg.InstanceID == "" {
-		cfg.InstanceID = defaultInstanceID()
+		cfg.InstanceID = DefaultInstanceID()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// defaultInstanceID names this instance for transactional ids. It is the
-// hostname, stable across restarts, so a restarted instance fences the
-// transaction its previous run left open instead of waiting for it to time
-// out (which would stall read_committed consumers).
-func defaultInstanceID() string {
+// DefaultInstanceID names this instance for transactional ids and static
+// group membership. It is the hostname, stable across restarts (the same
+// pod), so a restarted instance fences the transaction its previous run left
+// open instead of waiting for it to time out, and takes its old place in the
+// consumer groups.
+func DefaultInstanceID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		return "laneway"
