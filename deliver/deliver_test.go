@@ -516,8 +516,8 @@ func TestSendCanceledByCaller(t *testing.T) {
 	cancel(shutdown)
 	res := newSender(t, deliver.Config{}).Send(ctx, newRequest(t, srv.URL))
 	ce := asError[*deliver.CanceledError](t, res.Err)
-	if !errors.Is(ce, shutdown) || res.Outcome() != deliver.Retry {
-		t.Errorf("got %v outcome %v, want the cancel cause and retry", ce, res.Outcome())
+	if !errors.Is(ce, shutdown) || res.Outcome() != deliver.Canceled {
+		t.Errorf("got %v outcome %v, want the cancel cause and canceled", ce, res.Outcome())
 	}
 }
 

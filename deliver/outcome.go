@@ -96,6 +96,11 @@ const (
 	// Gone: the endpoint said 410. Disable the endpoint and dead-letter the
 	// delivery.
 	Gone
+	// Canceled: the caller abandoned the attempt (shutdown, a revoked
+	// partition). It says nothing about the endpoint, so it is neither
+	// counted as an attempt nor fed to the breaker; the delivery is simply
+	// not finished, and its next owner makes it.
+	Canceled
 )
 
 // String returns the outcome's metric label.
@@ -109,13 +114,15 @@ func (o Outcome) String() string {
 		return "dead"
 	case Gone:
 		return "gone"
+	case Canceled:
+		return "canceled"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // Classify maps an attempt's error to its Outcome, per the delivery
-// contract: nil is Delivered; 410 is Gone; 413 is Dead; every other failure
-// is Retry. That includes a target refused by the SSRF guard
+// contract: nil is Delivered; 410 is Gone; 413 is Dead; an attempt the
+// caller canceled is Canceled; every other failure is Retry. That includes a target refused by the SSRF guard
 // (*ssrf.BlockedError) and a *RequestError: both are fixed by configuration
 // (an allow-list entry, a corrected URL), and retrying lets the delivery
 // recover then instead of being lost, while the retry policy still
@@ -123,6 +130,10 @@ func (o Outcome) String() string {
 func Classify(err error) Outcome {
 	if err == nil {
 		return Delivered
+	}
+	var ce *CanceledError
+	if errors.As(err, &ce) {
+		return Canceled
 	}
 	var se *StatusError
 	if errors.As(err, &se) {

@@ -30,7 +30,7 @@ func TestClassify(t *testing.T) {
 		{"transport", &deliver.TransportError{Err: errors.New("connection reset")}, deliver.Retry},
 		{"blocked", &ssrf.BlockedError{Addr: netip.MustParseAddr("10.0.0.1"), Reason: "private"}, deliver.Retry},
 		{"bad request", &deliver.RequestError{Reason: "invalid URL"}, deliver.Retry},
-		{"canceled", &deliver.CanceledError{Cause: errors.New("shutdown")}, deliver.Retry},
+		{"canceled", &deliver.CanceledError{Cause: errors.New("shutdown")}, deliver.Canceled},
 		{"unknown", errors.New("something else"), deliver.Retry},
 	}
 	for _, tc := range tests {

@@ -1,4 +1,4 @@
-package engine
+package partition
 
 import (
 	"cmp"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Helpers carry a lane prefix: other files of package engine have tests too.
+// Helpers carry a lane prefix: other files of package partition have tests too.
 
 var laneT0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
