@@ -39,7 +39,9 @@ type CacheConfig struct {
 //
 //   - on assignment, Warm the endpoints it is about to serve, to pick up
 //     what the previous owner wrote (an endpoint never warmed starts
-//     closed, as after a Redis flush);
+//     closed, as after a Redis flush, and so does one whose Warm failed:
+//     it is then in memory, closed, and not read from Redis again while
+//     owned);
 //   - on revocation, Flush and then Forget them, so the next owner reads
 //     the latest state and a later re-assignment reads the next owner's;
 //   - on partition loss, only Forget: another instance may already own
@@ -147,8 +149,15 @@ func (c *Cache) Record(endpointID string, success bool, now time.Time) Breaker {
 
 // Warm loads from Redis, with one MGET, the breakers of the ids not yet in
 // memory. An id updated while Warm waited for Redis keeps its in-memory
-// breaker: that evidence is newer. On error the ids not read stay unknown,
-// so a later Warm retries them; meanwhile they are closed.
+// breaker: that evidence is newer.
+//
+// Every other id is in memory when Warm returns, error or not: on error the
+// ids Redis did not answer for (all of them when it failed or hung until
+// ctx ended, one whose value did not decode) are entered closed, as a Redis
+// flush would leave them, and not dirty, so nothing is written for them.
+// Redis holds no truth, and entering them means a later Warm for them
+// returns at once instead of waiting on a failing Redis again; they read
+// Redis again only after a Forget (the next ownership).
 func (c *Cache) Warm(ctx context.Context, ids []string) error {
 	missing := c.unknown(ids)
 	if len(missing) == 0 {
@@ -161,15 +170,14 @@ func (c *Cache) Warm(ctx context.Context, ids []string) error {
 		if _, ok := c.entries[id]; ok {
 			continue
 		}
-		if b, ok := loaded[id]; ok || err == nil {
-			c.entries[id] = entry{b: b}
-		}
+		c.entries[id] = entry{b: loaded[id]} // the zero (closed) Breaker if not read
 	}
 	return err
 }
 
 // Loaded reports whether the breaker of endpointID is in memory (loaded,
-// or updated here), so a Warm for it would not go to Redis.
+// entered closed by a failed Warm, or updated here), so a Warm for it would
+// not go to Redis.
 func (c *Cache) Loaded(endpointID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

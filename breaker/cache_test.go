@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -231,8 +232,8 @@ func TestCacheRedisDown(t *testing.T) {
 	if err := c.Warm(ctx, []string{"ep_warm"}); err == nil {
 		t.Fatal("Warm with Redis down succeeded")
 	}
-	if got := c.Get("ep_warm"); got != (Breaker{}) {
-		t.Fatalf("Get after a failed Warm = %+v, want the zero breaker", got)
+	if got := c.Get("ep_warm"); got != (Breaker{}) || !c.Loaded("ep_warm") {
+		t.Fatalf("after a failed Warm: %+v, loaded %v; want the zero breaker, loaded", got, c.Loaded("ep_warm"))
 	}
 	if got := c.Get("ep_1"); got != want {
 		t.Fatalf("Get with Redis down = %+v, want %+v", got, want)
@@ -247,12 +248,122 @@ func TestCacheRedisDown(t *testing.T) {
 	if got, err := s.Load(ctx, "ep_1"); err != nil || got != want {
 		t.Fatalf("Load after Redis came back = %+v, %v; want %+v kept dirty and flushed", got, err, want)
 	}
+	// The failed Warm entered ep_warm closed: it is not read again while
+	// this instance owns it, only after a Forget (the next ownership).
+	if err := c.Warm(ctx, []string{"ep_warm"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Get("ep_warm"); got != (Breaker{}) {
+		t.Fatalf("Warm after a failed Warm = %+v, want the closed breaker it entered", got)
+	}
+	c.Forget("ep_warm")
 	if err := c.Warm(ctx, []string{"ep_warm"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.Get("ep_warm"); got != opened() {
-		t.Fatalf("Warm retried = %+v, want %+v", got, opened())
+		t.Fatalf("Warm after Forget = %+v, want %+v", got, opened())
 	}
+}
+
+// A Warm that fails, whether Redis refuses the connection or accepts it and
+// never answers, enters the ids it could not read as closed and clean, so
+// the next lane for them starts at once: a second Warm does not go to
+// Redis. An id updated while the failing Warm waited keeps its update.
+func TestCacheFailedWarmEntersClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"refused", unreachable},
+		{"hung", hung},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			client := tc.client(t)
+			s, err := NewStore(StoreConfig{Client: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newCache(t, s, CacheConfig{})
+			var mgets int
+			var racing Breaker
+			client.AddHook(beforeCmd{name: "mget", fn: func() {
+				mgets++
+				racing = c.Record("ep_racing", false, t0)
+			}})
+
+			if err := c.Warm(ctx, []string{"ep_1", "ep_racing"}); err == nil {
+				t.Fatal("Warm against a failing Redis succeeded")
+			}
+			if mgets != 1 {
+				t.Fatalf("Warm sent %d MGETs, want 1", mgets)
+			}
+			if !c.Loaded("ep_1") {
+				t.Fatal("after a failed Warm the id is not loaded: the next lane would warm again")
+			}
+			c.mu.Lock()
+			e := c.entries["ep_1"]
+			c.mu.Unlock()
+			if e.b != (Breaker{}) || e.dirty {
+				t.Fatalf("after a failed Warm: %+v dirty %v, want the zero (closed) breaker, clean", e.b, e.dirty)
+			}
+			if got := c.Get("ep_racing"); got != racing || got.ConsecutiveFailures != 1 {
+				t.Fatalf("id updated during the failed Warm = %+v, want its update %+v", got, racing)
+			}
+
+			if err := c.Warm(ctx, []string{"ep_1", "ep_racing"}); err != nil {
+				t.Fatalf("second Warm: %v", err)
+			}
+			if mgets != 1 {
+				t.Fatalf("second Warm went to Redis (%d MGETs)", mgets)
+			}
+			if d := c.Allow("ep_1", t0, 4, 0); !d.Allowed {
+				t.Fatalf("closed breaker denied an attempt: %+v", d)
+			}
+		})
+	}
+}
+
+// hung returns a client for a server that accepts connections and never
+// answers, with a short read timeout so that a command fails quickly.
+func hung(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn) // held open, never read or answered
+			mu.Unlock()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{
+		Addr: l.Addr().String(), MaxRetries: -1, DialerRetries: 1,
+		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
+	})
+	t.Cleanup(func() {
+		client.Close()
+		l.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return client
 }
 
 func TestCacheForget(t *testing.T) {

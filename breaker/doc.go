@@ -27,5 +27,7 @@
 // Redis. Kafka gives each endpoint exactly one owner at a time (the owner of
 // its partition of laneway.deliveries), so while this instance owns an
 // endpoint its in-memory copy is authoritative and Redis is only read on
-// handover and by the API.
+// handover and by the API. A handover read (Warm) that fails leaves the
+// endpoint closed in memory rather than unknown, so a Redis that is down or
+// hung costs each endpoint one wait per ownership, not one per lane.
 package breaker
