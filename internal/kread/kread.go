@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -59,9 +60,11 @@ type Result struct {
 	// the last stable offset for a ReadCommitted reader.
 	HighWatermark  int64
 	LogStartOffset int64
-	// Next is the offset to read from next: one past the last record or
-	// transaction marker this fetch covered (aborted records and markers
-	// are not in Records but still move it on).
+	// Next is the offset to read from next: one past the last batch this
+	// fetch covered, whether or not it returned records (aborted records,
+	// transaction markers and compacted-away records are not in Records but
+	// still move it on). It never passes HighWatermark; it stays at the
+	// offset read from only when nothing is readable there yet.
 	Next int64
 }
 
@@ -76,11 +79,27 @@ func (r *Reader) Read(ctx context.Context, p int32, offset int64, maxBytes int32
 	if err != nil {
 		return Result{}, err
 	}
+	raw, err := r.client.Broker(int(leader)).Request(ctx, r.fetchRequest(topicID, p, offset, maxBytes))
+	if err != nil {
+		r.forgetRoutes()
+		return Result{}, fmt.Errorf("fetch %s/%d@%d: %w", r.topic, p, offset, err)
+	}
+	return r.parse(raw.(*kmsg.FetchResponse), p, offset)
+}
+
+// fetchRequest asks for one partition, bounded by the partition's byte
+// limit alone. The request's own limit is the largest there is: kfake (the
+// embedded broker) leaves a partition's aborted transactions out of the
+// response when the request's limit is what ends the fetch, and its
+// aborted records would then read as committed. With one partition the
+// partition's limit binds first anyway (a real broker caps the request's
+// at its fetch.max.bytes), so this changes nothing else.
+func (r *Reader) fetchRequest(topicID [16]byte, p int32, offset int64, maxBytes int32) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 0
 	req.MinBytes = 0
-	req.MaxBytes = maxBytes
+	req.MaxBytes = math.MaxInt32
 	req.SessionEpoch = -1
 	if r.readCommitted {
 		req.IsolationLevel = 1
@@ -92,46 +111,55 @@ func (r *Reader) Read(ctx context.Context, p int32, offset int64, maxBytes int32
 	rp.CurrentLeaderEpoch, rp.LogStartOffset = -1, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	raw, err := r.client.Broker(int(leader)).Request(ctx, req)
-	if err != nil {
-		r.forgetRoutes()
-		return Result{}, fmt.Errorf("fetch %s/%d@%d: %w", r.topic, p, offset, err)
-	}
-	return r.parse(raw.(*kmsg.FetchResponse), p, offset)
+	return req
 }
 
 func (r *Reader) parse(resp *kmsg.FetchResponse, p int32, offset int64) (Result, error) {
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return Result{}, err
 	}
+	rp := findPartition(resp, p)
+	if rp == nil {
+		return Result{}, fmt.Errorf("fetch %s/%d@%d: partition missing from the response", r.topic, p, offset)
+	}
+	res, err := r.process(rp, offset)
+	switch {
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return res, ErrOffsetOutOfRange
+	case err != nil:
+		r.forgetRoutes()
+		return res, fmt.Errorf("fetch %s/%d@%d: %w", r.topic, rp.Partition, offset, err)
+	}
+	return res, nil
+}
+
+func findPartition(resp *kmsg.FetchResponse, p int32) *kmsg.FetchResponseTopicPartition {
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
-			rp := &resp.Topics[i].Partitions[j]
-			if rp.Partition != p {
-				continue
+			if rp := &resp.Topics[i].Partitions[j]; rp.Partition == p {
+				return rp
 			}
-			opts := kgo.ProcessFetchPartitionOpts{Offset: offset, Topic: r.topic, Partition: p, KeepControlRecords: true}
-			end := rp.HighWatermark
-			if r.readCommitted {
-				opts.IsolationLevel = kgo.ReadCommitted()
-				end = rp.LastStableOffset
-			}
-			fp, _ := kgo.ProcessFetchPartition(opts, rp, r.decompressor, nil)
-			res := Result{Records: dataRecords(fp.Records), HighWatermark: end, LogStartOffset: fp.LogStartOffset, Next: offset}
-			if n := len(fp.Records); n > 0 {
-				res.Next = fp.Records[n-1].Offset + 1
-			}
-			switch {
-			case errors.Is(fp.Err, kerr.OffsetOutOfRange):
-				return res, ErrOffsetOutOfRange
-			case fp.Err != nil:
-				r.forgetRoutes()
-				return res, fmt.Errorf("fetch %s/%d@%d: %w", r.topic, p, offset, fp.Err)
-			}
-			return res, nil
 		}
 	}
-	return Result{}, fmt.Errorf("fetch %s/%d@%d: partition missing from the response", r.topic, p, offset)
+	return nil
+}
+
+// process decodes one partition's batches read from offset. Next is the
+// offset franz-go's processing reached, not the last returned record's: it
+// moves past whole batches that return nothing (aborted data, transaction
+// markers, records compacted away), so a fetch of only those still moves a
+// caller on instead of handing it the same offset again.
+func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, offset int64) (Result, error) {
+	opts := kgo.ProcessFetchPartitionOpts{Offset: offset, Topic: r.topic, Partition: rp.Partition}
+	end := rp.HighWatermark
+	if r.readCommitted {
+		opts.IsolationLevel = kgo.ReadCommitted()
+		end = rp.LastStableOffset
+	}
+	fp, processed := kgo.ProcessFetchPartition(opts, rp, r.decompressor, nil)
+	next := clampNext(offset, processed, end)
+	res := Result{Records: recordsBelow(fp.Records, next), HighWatermark: end, LogStartOffset: fp.LogStartOffset, Next: next}
+	return res, fp.Err
 }
 
 // route returns the partition's leader and the topic id, from cache or
@@ -172,13 +200,23 @@ func (r *Reader) forgetRoutes() {
 	r.mu.Unlock()
 }
 
-// dataRecords drops transaction markers, in place.
-func dataRecords(recs []*kgo.Record) []*kgo.Record {
+// recordsBelow drops records at or past next, in place, so that every
+// returned record is one a caller moving to Next has read; a broker should
+// send none past the readable end, and Next never passes it.
+func recordsBelow(recs []*kgo.Record, next int64) []*kgo.Record {
 	out := recs[:0]
 	for _, r := range recs {
-		if !r.Attrs.IsControl() {
+		if r.Offset < next {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// clampNext is where a read from offset goes on after the fetch processed
+// up to processed: never backwards, and never past end (the high watermark,
+// or the last stable offset when reading committed), which the records of
+// a transaction still open lie beyond.
+func clampNext(offset, processed, end int64) int64 {
+	return max(offset, min(processed, end))
 }
