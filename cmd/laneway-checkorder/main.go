@@ -14,7 +14,10 @@
 // {"ep","id","entity","rev","seq","at"} where seq orders one log's receipts
 // by arrival; dead letters come from the topic (read committed, from the
 // start to the end offsets) or from a file of dead-letter records as Laneway
-// writes them, one per line.
+// writes them, one per line. A request log (optional: -requests, or
+// requests.ndjson in -dir when it is there) has the receipts' fields plus
+// "done" and "status" for every request, answered or not: it adds the check
+// that no two requests of one (endpoint, entity) were in flight at once.
 package main
 
 import (
@@ -46,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	accepted := fs.String("accepted", "", "accepted log(s), comma-separated globs")
 	endpoints := fs.String("endpoints", "", "endpoints file")
 	receipts := fs.String("receipts", "", "receipt log(s), comma-separated globs")
+	requests := fs.String("requests", "", "request log(s), comma-separated globs (optional: adds the overlap check)")
 	brokers := fs.String("kafka-brokers", "", "comma-separated brokers to read the dead-letter topic from")
 	deadTopic := fs.String("dead-topic", "", "dead-letter topic (with -kafka-brokers)")
 	deadFile := fs.String("dead-file", "", "dead letters as Laneway writes them, one JSON record per line (instead of the topic)")
@@ -57,8 +61,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		*accepted = firstNonEmpty(*accepted, filepath.Join(*dir, "accepted.ndjson"))
 		*endpoints = firstNonEmpty(*endpoints, filepath.Join(*dir, "endpoints.json"))
 		*receipts = firstNonEmpty(*receipts, filepath.Join(*dir, "receipts.ndjson"))
+		if _, err := os.Stat(filepath.Join(*dir, "requests.ndjson")); err == nil {
+			*requests = firstNonEmpty(*requests, filepath.Join(*dir, "requests.ndjson"))
+		}
 	}
 	in, err := load(*accepted, *endpoints, *receipts, *brokers, *deadTopic, *deadFile)
+	if err == nil && *requests != "" {
+		in.Requests, err = ordercheck.ReadFiles[ordercheck.Receipt](strings.Split(*requests, ",")...)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "laneway-checkorder:", err)
 		return 2
@@ -75,6 +85,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, s := range rep.ViolationSamples {
 			fmt.Fprintln(stdout, "  order:", s)
+		}
+		for _, s := range rep.OverlapSamples {
+			fmt.Fprintln(stdout, "  overlap:", s)
 		}
 		for _, s := range rep.OtherSamples {
 			fmt.Fprintln(stdout, "  other:", s)

@@ -50,4 +50,22 @@ func TestRun(t *testing.T) {
 	if code := run([]string{"-dir", dir}, &out, &errOut); code != 2 {
 		t.Errorf("without dead letters: exit %d, want 2", code)
 	}
+
+	// A request log in the directory adds the overlap check: e2 arrived
+	// while e1 was still in flight.
+	write("receipts.ndjson", `{"ep":"A","id":"e1","entity":"o1","rev":1,"seq":1}
+{"ep":"A","id":"e2","entity":"o1","rev":2,"seq":2}
+{"ep":"A","id":"e3","entity":"o1","rev":3,"seq":3}
+`)
+	write("requests.ndjson", `{"ep":"A","id":"e1","entity":"o1","rev":1,"seq":1,"at":"2025-01-01T00:00:00Z","done":"2025-01-01T00:00:20Z","status":204}
+{"ep":"A","id":"e2","entity":"o1","rev":2,"seq":2,"at":"2025-01-01T00:00:10Z","done":"2025-01-01T00:00:11Z","status":204}
+{"ep":"A","id":"e3","entity":"o1","rev":3,"seq":3,"at":"2025-01-01T00:00:30Z","done":"2025-01-01T00:00:31Z","status":204}
+`)
+	out.Reset()
+	if code := run([]string{"-dir", dir, "-dead-file", filepath.Join(dir, "dead.ndjson")}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "1 overlaps (of 3 requests)") || !strings.Contains(out.String(), "overlap: endpoint A entity o1") {
+		t.Errorf("output: %s", out.String())
+	}
 }

@@ -6,13 +6,26 @@
 //
 //   - lost: an accepted event that was neither delivered to each subscribed
 //     endpoint, nor dead-lettered for it with a reason, nor superseded by
-//     coalescing (a state event — coalesce: true — is superseded for an
-//     endpoint when a later state revision of the same entity was delivered
-//     to that endpoint or dead-lettered for it: that is the only way
-//     Laneway's coalescing rule ever drops a delivery);
+//     coalescing. This applies to every revision of an entity, not only its
+//     last. A state event (coalesce: true) is superseded for an endpoint by
+//     a later state revision of the same entity that is itself delivered to
+//     that endpoint, dead-lettered for it, or superseded in turn by the same
+//     rule (transitively), and only if that later revision could have
+//     replaced it: Laneway coalesces a state that has not finished, so the
+//     later revision must have existed (been sent by the producer, when the
+//     accepted log says when: Accepted.SentAt) before any event of the
+//     (endpoint, entity) between the two started (its first request reached
+//     the receiver) — an event in between cannot start before the earlier
+//     state has finished. Facts (coalesce: false) are never superseded, and
+//     never supersede;
 //   - order violations: for one (endpoint, entity), a first delivery of
 //     revision r after the first delivery of a revision above r (replays of
-//     an event already delivered are duplicates, not disorder);
+//     an event already delivered are duplicates, not disorder), facts and
+//     states alike;
+//   - overlaps: for one (endpoint, entity), a request that reached the
+//     receiver while an earlier one was still in flight there (from the
+//     request log, Input.Requests, when the receivers keep one): Laneway
+//     never has two deliveries of one entity in flight to one endpoint;
 //   - duplicates: deliveries of an (endpoint, event) beyond its first,
 //     counted and reported (at least once allows them).
 //
@@ -46,7 +59,11 @@ type Accepted struct {
 	Partition int32     `json:"p"`
 	Offset    int64     `json:"o"`
 	AckedAt   time.Time `json:"acked_at"`
-	Err       string    `json:"err,omitempty"`
+	// SentAt is when the producer handed the event to its Kafka client:
+	// Laneway cannot have known the event before. Zero when unknown; it
+	// must come from the same clock as the receipts' and requests' At.
+	SentAt time.Time `json:"sent_at,omitzero"`
+	Err    string    `json:"err,omitempty"`
 }
 
 // Endpoint is one endpoint's subscription: events of Tenant whose type is in
@@ -64,7 +81,11 @@ func (ep Endpoint) Subscribes(e Accepted) bool {
 }
 
 // Receipt is one delivery a receiver accepted (answered 2xx). Seq orders the
-// receipts of one receiver log by arrival; At is the arrival time.
+// receipts of one receiver log by arrival; At is the arrival time, Done
+// when the receiver had its answer ready (before it was sent). A request
+// log (Input.Requests) holds the same records for every request, answered
+// or not: Status 0 when none was sent (the sender gave up, or the
+// connection was reset).
 type Receipt struct {
 	Endpoint string    `json:"ep"`
 	EventID  string    `json:"id"`
@@ -93,10 +114,22 @@ type Input struct {
 	Endpoints []Endpoint
 	Receipts  []Receipt
 	Dead      []Dead
+	// Requests, when the receivers log them, are every verified request
+	// with its arrival (At) and end (Done): the overlap check reads them,
+	// and the supersession rule takes an event's start from its first
+	// request (else from its first receipt). Optional.
+	Requests []Receipt
 }
 
+// AbandonGrace is how much earlier than the receiver noticed it a request
+// without an answer (Status 0) may have ended for the sender: a receiver
+// learns that the sender gave up only when the closed connection reaches
+// it, so the overlap check does not count a next request arriving within
+// this of that moment.
+const AbandonGrace = 50 * time.Millisecond
+
 // Report is Check's verdict. Pass requires Lost, OrderViolations,
-// Misrouted and Mismatched to be 0.
+// Overlaps, Misrouted and Mismatched to be 0.
 type Report struct {
 	Events     int `json:"events"`     // accepted events
 	Unacked    int `json:"unacked"`    // publishes with an unknown outcome (not counted)
@@ -110,6 +143,8 @@ type Report struct {
 	Duplicates      int `json:"duplicates"`       // receipts beyond the first per (endpoint, event)
 	DuplicatedPairs int `json:"duplicated_pairs"` // (endpoint, event) pairs received more than once
 	OrderViolations int `json:"order_violations"`
+	Requests        int `json:"requests"`   // requests in the request log (0: none was given)
+	Overlaps        int `json:"overlaps"`   // requests that arrived while another of their (endpoint, entity) was in flight
 	Misrouted       int `json:"misrouted"`  // receipts at an endpoint not subscribed to the event, or of unknown events
 	Mismatched      int `json:"mismatched"` // receipts whose entity or revision differ from the event's
 
@@ -121,6 +156,7 @@ type Report struct {
 	// Samples of each problem, at most MaxSamples of each.
 	LostSamples      []string `json:"lost_samples,omitempty"`
 	ViolationSamples []string `json:"violation_samples,omitempty"`
+	OverlapSamples   []string `json:"overlap_samples,omitempty"`
 	OtherSamples     []string `json:"other_samples,omitempty"`
 	// PerEndpoint breaks the figures down by endpoint id.
 	PerEndpoint map[string]*EndpointFigures `json:"per_endpoint,omitempty"`
@@ -136,15 +172,17 @@ type EndpointFigures struct {
 	Lost            int    `json:"lost"`
 	Duplicates      int    `json:"duplicates"`
 	OrderViolations int    `json:"order_violations"`
+	Overlaps        int    `json:"overlaps"`
 }
 
 // MaxSamples bounds the examples a report lists per problem.
 const MaxSamples = 20
 
-// Pass reports whether nothing was lost, nothing was out of order and
-// nothing arrived where it should not have.
+// Pass reports whether nothing was lost, nothing was out of order, no two
+// requests of one (endpoint, entity) were in flight at once and nothing
+// arrived where it should not have.
 func (r *Report) Pass() bool {
-	return r.Lost == 0 && r.OrderViolations == 0 && r.Misrouted == 0 && r.Mismatched == 0
+	return r.Lost == 0 && r.OrderViolations == 0 && r.Overlaps == 0 && r.Misrouted == 0 && r.Mismatched == 0
 }
 
 // String is a one-line summary.
@@ -154,9 +192,9 @@ func (r *Report) String() string {
 		verdict = "FAIL"
 	}
 	return fmt.Sprintf("%s: %d events, %d expected deliveries: %d delivered, %d dead-lettered, %d superseded, %d lost; "+
-		"%d receipts, %d duplicates, %d order violations, %d misrouted, %d mismatched",
+		"%d receipts, %d duplicates, %d order violations, %d overlaps (of %d requests), %d misrouted, %d mismatched",
 		verdict, r.Events, r.Expected, r.Delivered, r.DeadPairs, r.Superseded, r.Lost,
-		r.Receipts, r.Duplicates, r.OrderViolations, r.Misrouted, r.Mismatched)
+		r.Receipts, r.Duplicates, r.OrderViolations, r.Overlaps, r.Requests, r.Misrouted, r.Mismatched)
 }
 
 type pairKey struct{ endpoint, event string }
@@ -250,30 +288,75 @@ func Check(in Input) Report {
 		dead[pairKey{d.Endpoint, d.EventID}] = true
 	}
 
-	// The newest handled (delivered or dead) state revision per (endpoint,
-	// entity): it supersedes every older state revision.
-	handledState := map[entityKey]int64{}
-	for _, e := range in.Accepted {
-		if !e.Coalesce {
-			continue
+	// When each (endpoint, event) started: its first request, else its
+	// first receipt.
+	started := map[pairKey]time.Time{}
+	noteStart := func(r Receipt) {
+		k := pairKey{r.Endpoint, r.EventID}
+		if t, ok := started[k]; !ok || r.At.Before(t) {
+			started[k] = r.At
 		}
-		for _, ep := range in.Endpoints {
-			k := pairKey{ep.ID, e.ID}
-			if delivered[k] == 0 && !dead[k] {
-				continue
+	}
+	for _, r := range in.Receipts {
+		noteStart(r)
+	}
+	for _, r := range in.Requests {
+		noteStart(r)
+	}
+	rep.Requests = len(in.Requests)
+	rep.overlaps(in.Requests)
+
+	// Every revision, per (endpoint, entity): delivered, dead, superseded
+	// (see covered) or lost.
+	byEntity := map[string][]int{} // entity -> indexes in Accepted, every event (acked or not)
+	for i, e := range in.Accepted {
+		byEntity[e.Entity] = append(byEntity[e.Entity], i)
+	}
+	outcome := make([][]outcomeKind, len(in.Endpoints)) // [endpoint][event index]
+	blocker := map[pairKey]string{}                     // why a lost state's newer handled revisions do not cover it
+	for n, ep := range in.Endpoints {
+		outcome[n] = make([]outcomeKind, len(in.Accepted))
+		for _, idx := range byEntity {
+			var seq []int
+			for _, i := range idx {
+				if ep.Subscribes(in.Accepted[i]) {
+					seq = append(seq, i)
+				}
 			}
-			ek := entityKey{ep.ID, e.Entity}
-			if top, ok := handledState[ek]; !ok || e.Revision > top {
-				handledState[ek] = e.Revision
+			slices.SortStableFunc(seq, func(a, b int) int {
+				return cmp.Or(cmp.Compare(in.Accepted[a].Revision, in.Accepted[b].Revision), cmp.Compare(in.Accepted[a].Offset, in.Accepted[b].Offset))
+			})
+			evs := make([]seqEvent, len(seq))
+			for j, i := range seq {
+				e := in.Accepted[i]
+				k := pairKey{ep.ID, e.ID}
+				evs[j] = seqEvent{rev: e.Revision, state: e.Coalesce, sentAt: e.SentAt, start: started[k],
+					delivered: delivered[k] > 0, dead: dead[k]}
+			}
+			covered, why := coverage(evs)
+			for j, i := range seq {
+				switch {
+				case evs[j].delivered:
+					outcome[n][i] = outDelivered
+				case evs[j].dead:
+					outcome[n][i] = outDead
+				case covered[j]:
+					outcome[n][i] = outSuperseded
+				default:
+					outcome[n][i] = outLost
+					if why[j] != "" {
+						blocker[pairKey{ep.ID, in.Accepted[i].ID}] = why[j]
+					}
+				}
 			}
 		}
 	}
 
-	for _, e := range in.Accepted {
+	for i, e := range in.Accepted {
 		if e.Err != "" {
 			continue
 		}
-		for _, ep := range in.Endpoints {
+		for n, ep := range in.Endpoints {
 			if !ep.Subscribes(e) {
 				continue
 			}
@@ -281,32 +364,146 @@ func Check(in Input) Report {
 			fig := rep.figures(ep.ID)
 			fig.Expected++
 			k := pairKey{ep.ID, e.ID}
-			switch top, ok := handledState[entityKey{ep.ID, e.Entity}]; {
-			case delivered[k] > 0:
+			switch outcome[n][i] {
+			case outDelivered:
 				rep.Delivered++
 				fig.Delivered++
 				if dead[k] {
 					rep.DeadDelivered++
 				}
-			case dead[k]:
+			case outDead:
 				rep.DeadPairs++
 				fig.Dead++
-			case e.Coalesce && ok && top > e.Revision:
+			case outSuperseded:
 				rep.Superseded++
 				fig.Superseded++
 			default:
 				rep.Lost++
 				fig.Lost++
 				if len(rep.LostSamples) < MaxSamples {
-					rep.LostSamples = append(rep.LostSamples, fmt.Sprintf(
-						"event %s (%s %s rev %d, coalesce %t, %d/%d, accepted %s) never reached endpoint %s",
+					s := fmt.Sprintf("event %s (%s %s rev %d, coalesce %t, %d/%d, accepted %s) never reached endpoint %s",
 						e.ID, e.Tenant, e.Entity, e.Revision, e.Coalesce, e.Partition, e.Offset,
-						e.AckedAt.Format(time.RFC3339Nano), ep.ID))
+						e.AckedAt.Format(time.RFC3339Nano), ep.ID)
+					if why := blocker[k]; why != "" {
+						s += "; " + why
+					}
+					rep.LostSamples = append(rep.LostSamples, s)
 				}
 			}
 		}
 	}
 	return rep
+}
+
+type outcomeKind uint8
+
+const (
+	outLost outcomeKind = iota
+	outDelivered
+	outDead
+	outSuperseded
+)
+
+// seqEvent is one event of an (endpoint, entity), as coverage sees it.
+type seqEvent struct {
+	rev       int64
+	state     bool      // coalesce: true
+	sentAt    time.Time // zero: unknown
+	start     time.Time // first request (or receipt) at the receiver; zero: never
+	delivered bool
+	dead      bool
+}
+
+// coverage says, for the events of one (endpoint, entity) in revision
+// order, which are handled: delivered, dead-lettered, or superseded. A
+// state i is superseded by a later state j that is handled itself
+// (transitively) and that could have replaced it: j existed (its SentAt,
+// when known, is before) when the first event between i and j started,
+// since no event of the entity starts before i has finished. why names,
+// for an unhandled state that has handled newer states, what ruled them
+// out.
+func coverage(evs []seqEvent) (covered []bool, why []string) {
+	covered = make([]bool, len(evs))
+	why = make([]string, len(evs))
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].delivered || evs[i].dead {
+			covered[i] = true
+			continue
+		}
+		if !evs[i].state {
+			continue
+		}
+		var first time.Time // earliest start of an event strictly between i and j
+		firstRev := int64(0)
+		for j := i + 1; j < len(evs); j++ {
+			if evs[j].state && covered[j] {
+				if evs[j].sentAt.IsZero() || first.IsZero() || evs[j].sentAt.Before(first) {
+					covered[i] = true
+					break
+				}
+				if why[i] == "" {
+					why[i] = fmt.Sprintf("newer state rev %d was handled, but sent at %s, after rev %d had started at %s",
+						evs[j].rev, evs[j].sentAt.Format(time.RFC3339Nano), firstRev, first.Format(time.RFC3339Nano))
+				}
+			}
+			if s := evs[j].start; !s.IsZero() && (first.IsZero() || s.Before(first)) {
+				first, firstRev = s, evs[j].rev
+			}
+		}
+		if covered[i] {
+			why[i] = ""
+		}
+	}
+	return covered, why
+}
+
+// overlaps counts the requests that reached a receiver while an earlier
+// request of the same (endpoint, entity) was still in flight there. A
+// request without an answer may have ended for the sender up to
+// AbandonGrace before the receiver saw it end.
+func (r *Report) overlaps(requests []Receipt) {
+	byKey := map[entityKey][]Receipt{}
+	for _, q := range requests {
+		k := entityKey{q.Endpoint, q.Entity}
+		byKey[k] = append(byKey[k], q)
+	}
+	keys := make([]entityKey, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b entityKey) int {
+		return cmp.Or(cmp.Compare(a.endpoint, b.endpoint), cmp.Compare(a.entity, b.entity))
+	})
+	for _, k := range keys {
+		qs := byKey[k]
+		slices.SortStableFunc(qs, func(a, b Receipt) int { return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Seq, b.Seq)) })
+		var busy Receipt // the earlier request that ends last
+		var busyUntil time.Time
+		for n, q := range qs {
+			if n > 0 && q.At.Before(busyUntil) {
+				r.Overlaps++
+				r.figures(q.Endpoint).Overlaps++
+				if len(r.OverlapSamples) < MaxSamples {
+					r.OverlapSamples = append(r.OverlapSamples, fmt.Sprintf(
+						"endpoint %s entity %s: request for rev %d (event %s) arrived at %s while rev %d (event %s, arrived %s, status %d) was in flight until %s",
+						q.Endpoint, q.Entity, q.Revision, q.EventID, q.At.Format(time.RFC3339Nano), busy.Revision, busy.EventID,
+						busy.At.Format(time.RFC3339Nano), busy.Status, busy.Done.Format(time.RFC3339Nano)))
+				}
+			}
+			end := q.Done
+			if end.IsZero() {
+				end = q.At
+			}
+			if q.Status == 0 {
+				if end = end.Add(-AbandonGrace); end.Before(q.At) {
+					end = q.At
+				}
+			}
+			if end.After(busyUntil) {
+				busy, busyUntil = q, end
+			}
+		}
+	}
 }
 
 func (r *Report) figures(endpoint string) *EndpointFigures {
