@@ -90,6 +90,10 @@ type Page struct {
 // ErrBadCursor means the cursor was not made by this scanner's topic.
 var ErrBadCursor = errors.New("invalid cursor")
 
+// ErrNoProgress means a fetch below a partition's readable end moved the
+// scan nowhere.
+var ErrNoProgress = errors.New("scan made no progress")
+
 // span is what is left to read of one partition: [Next, End).
 type span struct {
 	Partition int32 `json:"p"`
@@ -140,8 +144,9 @@ func (q Query) withDefaults() Query {
 
 // readSpan reads one fetch of the span's partition into page.
 func (s *Scanner) readSpan(ctx context.Context, sp *span, c cursor, q Query, page *Page) error {
-	want := min(sp.End-sp.Next, int64(q.Limit-len(page.Records)), int64(q.MaxScan-page.Scanned))
-	res, err := s.reader.Read(ctx, sp.Partition, sp.Next, fetchSize(want))
+	from := sp.Next
+	want := min(sp.End-from, int64(q.Limit-len(page.Records)), int64(q.MaxScan-page.Scanned))
+	res, err := s.reader.Read(ctx, sp.Partition, from, fetchSize(want))
 	switch {
 	case errors.Is(err, kread.ErrOffsetOutOfRange):
 		if res.LogStartOffset > sp.Next { // expired by retention: skip what is gone
@@ -175,6 +180,12 @@ func (s *Scanner) readSpan(ctx context.Context, sp *span, c cursor, q Query, pag
 		if res.Next <= sp.Next && len(res.Records) == 0 && res.HighWatermark <= sp.Next {
 			sp.Next = sp.End // nothing readable remains below the end
 		}
+	}
+	if sp.Next == from {
+		// Scan would ask for the same offset again, for ever: kread moves
+		// Next past everything a fetch covers, so this is a broker that
+		// returned nothing below the readable end.
+		return fmt.Errorf("%w: %s/%d read nothing at %d (readable end %d)", ErrNoProgress, s.reader.Topic(), sp.Partition, from, res.HighWatermark)
 	}
 	return nil
 }
