@@ -31,6 +31,11 @@ type StoreConfig struct {
 // compacted topic from the beginning and keeps the latest value per id in
 // memory. Writes go to the topic and return once this instance has read them
 // back, so a client that writes and then reads sees its write.
+//
+// Put and Delete are blind writes: the last one wins. Update (and Disable,
+// built on it) changes the latest value of an endpoint instead of one read
+// earlier; see Update for how far that goes on a topic without
+// compare-and-set.
 type Store struct {
 	cfg    StoreConfig
 	client *kgo.Client
@@ -38,15 +43,45 @@ type Store struct {
 	mu       sync.RWMutex
 	byID     map[string]Endpoint
 	byTenant map[string][]string // tenant -> endpoint ids
+	versions map[string]int64    // id -> offset of its latest record, tombstones included
+	watch    *watch              // the id an Update is writing, if any
 	applied  int64               // offset of the next record to apply
 	changed  chan struct{}       // closed and replaced whenever applied advances
+
+	// updateMu serialises Update in this process, so that two Updates here
+	// never race each other (only writers elsewhere, or Put and Delete).
+	updateMu sync.Mutex
+	// beforeWrite, if set, runs before each write of Update (test hook).
+	beforeWrite func()
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// ErrNotFound is returned for an unknown endpoint id.
+// watch collects, for the id an Update is writing, what each record applied
+// to that id replaced, so that Update can tell whether its own record
+// replaced the version it was computed from.
+type watch struct {
+	id   string
+	seen []replaced
+}
+
+// replaced is what the record at offset replaced: the value (ok false for
+// none: deleted or never written) and the offset of the record that wrote it
+// (-1 for none).
+type replaced struct {
+	offset  int64
+	prev    Endpoint
+	ok      bool
+	version int64
+}
+
+// ErrNotFound is returned for an unknown or deleted endpoint id.
 var ErrNotFound = errors.New("endpoint not found")
+
+// maxUpdateWrites bounds the writes of one Update: each one after the first
+// answers another writer's change to the same endpoint within a round trip.
+const maxUpdateWrites = 10
 
 // NewStore connects to Kafka; call Start to load and follow the topic.
 func NewStore(cfg StoreConfig) (*Store, error) {
@@ -69,7 +104,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	}
 	return &Store{
 		cfg: cfg, client: cl,
-		byID: map[string]Endpoint{}, byTenant: map[string][]string{},
+		byID: map[string]Endpoint{}, byTenant: map[string][]string{}, versions: map[string]int64{},
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}, nil
 }
@@ -126,6 +161,11 @@ func (s *Store) apply(r *kgo.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := string(r.Key)
+	if w := s.watch; w != nil && w.id == id {
+		prev, ok := s.byID[id]
+		w.seen = append(w.seen, replaced{offset: r.Offset, prev: prev, ok: ok, version: s.versionLocked(id)})
+	}
+	s.versions[id] = r.Offset
 	s.removeLocked(id)
 	if r.Value != nil {
 		var e Endpoint
@@ -153,6 +193,14 @@ func (s *Store) removeLocked(id string) {
 	} else {
 		s.byTenant[old.Tenant] = ids
 	}
+}
+
+// versionLocked returns the offset of the latest record of id, -1 if none.
+func (s *Store) versionLocked(id string) int64 {
+	if v, ok := s.versions[id]; ok {
+		return v
+	}
+	return -1
 }
 
 // waitApplied blocks until every record below offset has been applied.
@@ -215,6 +263,8 @@ func (s *Store) Subscribers(dst []string, tenant, eventType string) []string {
 }
 
 // Put writes e to the config topic and waits until this store has applied it.
+// It replaces whatever the topic holds for e.ID, including changes made
+// since e was read; to change one field of the latest value, use Update.
 func (s *Store) Put(ctx context.Context, e Endpoint) error {
 	if e.ID == "" {
 		return errors.New("endpoint id is required")
@@ -235,11 +285,169 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 }
 
 func (s *Store) write(ctx context.Context, id string, value []byte) error {
+	_, err := s.writeAt(ctx, id, value)
+	return err
+}
+
+// writeAt writes value (nil: a tombstone) for id, waits until this store
+// has applied it and returns its offset.
+func (s *Store) writeAt(ctx context.Context, id string, value []byte) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rec := &kgo.Record{Topic: s.cfg.Topic, Key: []byte(id), Value: value}
 	if err := s.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("write endpoint %s: %w", id, err)
+		return 0, fmt.Errorf("write endpoint %s: %w", id, err)
 	}
-	return s.waitApplied(ctx, rec.Offset+1)
+	return rec.Offset, s.waitApplied(ctx, rec.Offset+1)
+}
+
+// Update applies fn to the latest value of endpoint id and writes the
+// result, if fn reports a change, leaving every other change made by
+// anyone before the write in place. It returns the value the store then
+// holds and whether this call changed it. An unknown or deleted id gives
+// ErrNotFound and writes nothing; fn's error is returned as is.
+//
+// fn gets a copy whose slices (EventTypes, Secrets) are shared with the
+// store: it may replace them but must not modify them in place. It may be
+// called more than once and must not block.
+//
+// The topic has no compare-and-set, so Update checks after the fact and
+// repairs. It first catches up with the topic (lists its end offset and
+// waits until this store has applied every record below it), so fn sees
+// every write acknowledged before then, not only what this store happened
+// to have read. It writes fn's result and, when it applies its own record,
+// checks that the record replaced is the one fn was given. If another
+// writer's record (a PATCH, a rotation, a delete, another instance's
+// Disable) landed in between, Update's record has overwritten it with a
+// value computed from an older one; Update then writes again over its own
+// record: fn applied to the other writer's value, that value unchanged
+// when fn has nothing to change or refuses it, or a tombstone when it was
+// a delete (then it returns ErrNotFound). It repeats until a write
+// replaces the value it was computed from, at most 10 writes. Updates in
+// one process are serialised and never conflict with each other. What
+// remains:
+//
+//   - between the stale write and the repair, one produce and read-back
+//     (milliseconds), every instance sees the stale value: a secret
+//     rotated or a field changed in that window is missing, a deleted
+//     endpoint is present again;
+//   - if the process stops, ctx ends or the repair write fails within that
+//     window, the stale value stays: the error is returned, but the topic
+//     is as after a blind Put of it;
+//   - a blind writer (Put, Delete, another instance) that reads the stale
+//     value within the window and writes on top of it keeps its fields;
+//   - after 10 conflicting writes in a row Update gives up with an error,
+//     its last record in place.
+func (s *Store) Update(ctx context.Context, id string, fn func(Endpoint) (Endpoint, bool, error)) (Endpoint, bool, error) {
+	s.updateMu.Lock()
+	defer s.updateMu.Unlock()
+	end, err := s.endOffset(ctx)
+	if err != nil {
+		return Endpoint{}, false, err
+	}
+	if err := s.waitApplied(ctx, end); err != nil {
+		return Endpoint{}, false, err
+	}
+	s.mu.RLock()
+	cur, ok := s.byID[id]
+	version := s.versionLocked(id)
+	s.mu.RUnlock()
+	if !ok {
+		return Endpoint{}, false, ErrNotFound
+	}
+	// stale: the latest record of id is this Update's own, computed from a
+	// value another writer had replaced; it must be written over.
+	for writes, stale := 0, false; ; writes++ {
+		var (
+			out     Endpoint
+			changed bool
+			outErr  error
+			value   []byte // nil: a tombstone
+		)
+		if !ok {
+			outErr = ErrNotFound
+		} else if next, change, err := fn(cur); err != nil {
+			out, outErr = cur, err
+		} else if change {
+			if next.ID != id {
+				return Endpoint{}, false, fmt.Errorf("update endpoint %s: the change has id %q", id, next.ID)
+			}
+			out, changed = next, true
+		} else {
+			out = cur
+		}
+		if !changed && !stale {
+			if outErr != nil {
+				return Endpoint{}, false, outErr
+			}
+			return out, false, nil
+		}
+		if writes == maxUpdateWrites {
+			return Endpoint{}, false, fmt.Errorf("update endpoint %s: changed by another writer %d times in a row, gave up", id, writes)
+		}
+		if ok {
+			if value, err = json.Marshal(out); err != nil {
+				return Endpoint{}, false, err
+			}
+		}
+		if s.beforeWrite != nil {
+			s.beforeWrite()
+		}
+		rep, err := s.writeWatched(ctx, id, value)
+		if err != nil {
+			return Endpoint{}, false, err
+		}
+		if rep.version == version {
+			if outErr != nil {
+				return Endpoint{}, false, outErr
+			}
+			return out, changed, nil
+		}
+		cur, ok, version, stale = rep.prev, rep.ok, rep.offset, true
+	}
+}
+
+// writeWatched writes value for id like write, and returns what its record
+// replaced when this store applied it.
+func (s *Store) writeWatched(ctx context.Context, id string, value []byte) (replaced, error) {
+	w := &watch{id: id}
+	s.mu.Lock()
+	s.watch = w
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watch = nil
+		s.mu.Unlock()
+	}()
+	offset, err := s.writeAt(ctx, id, value)
+	if err != nil {
+		return replaced{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range w.seen {
+		if r.offset == offset {
+			return r, nil
+		}
+	}
+	// Only a record the follower skipped could get here.
+	return replaced{}, fmt.Errorf("write endpoint %s: record at offset %d not seen when applied", id, offset)
+}
+
+// Disable marks endpoint id disabled for reason as of at, changing only
+// Status, DisabledReason and UpdatedAt of the latest value: a secret
+// rotated or a field edited after the caller read the endpoint is kept, and
+// a deleted or unknown endpoint is not written back (ErrNotFound). It
+// returns the endpoint as stored and whether this call disabled it: an
+// endpoint already disabled is returned as it is, with its earlier reason,
+// false and nil, and nothing is written. It is Update with that change;
+// Update says what a concurrent writer can still do.
+func (s *Store) Disable(ctx context.Context, id, reason string, at time.Time) (Endpoint, bool, error) {
+	return s.Update(ctx, id, func(e Endpoint) (Endpoint, bool, error) {
+		if e.Status == StatusDisabled {
+			return e, false, nil
+		}
+		e.Status, e.DisabledReason, e.UpdatedAt = StatusDisabled, reason, at.UTC()
+		return e, true, nil
+	})
 }
