@@ -7,13 +7,14 @@
 // broke the order of an entity or saw a bad signature (2 if the harness
 // itself failed).
 //
-//	go run ./cmd/laneway-chaos                        # every scenario, CI scale
-//	go run ./cmd/laneway-chaos -scale large           # every scenario, the large scale
+//	go run ./cmd/laneway-chaos                        # the default set, CI scale
+//	go run ./cmd/laneway-chaos -scale large           # the default set, the large scale
 //	go run ./cmd/laneway-chaos -scenarios kill9 -rate 500 -kills 20
+//	go run ./cmd/laneway-chaos -scenarios pause-fail-resume   # an opt-in scenario, by name
 //
 // Run it from the repository root (or pass -root). Its logs and the checker's
 // inputs stay in -work-dir: per scenario accepted.ndjson, receipts.ndjson,
-// endpoints.json, the laneway logs, check.json and result.json; the
+// requests.ndjson, endpoints.json, the laneway logs, check.json and result.json; the
 // checker can be run on them again with cmd/laneway-checkorder.
 package main
 
@@ -52,7 +53,8 @@ func run(args []string) int {
 		return 2
 	}
 	fs.String("scale", preset, "preset for every figure below: ci (small, minutes) or large")
-	scenarios := fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(chaos.Names(), ", ")+", or all")
+	scenarios := fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(chaos.Names(true), ", ")+
+		"; all (the default set: every scenario but the opt-in ones) or every")
 	root := fs.String("root", ".", "repository root (scripts/testenv.sh, ./cmd/laneway)")
 	workDir := fs.String("work-dir", "", "where logs and reports go (default: a new directory under the system temp dir)")
 	bin := fs.String("laneway", "", "laneway binary (default: built from -root)")
@@ -88,18 +90,10 @@ func run(args []string) int {
 	}
 	cfg.LanewayArgs = strings.Fields(*lanewayArgs)
 
-	var picked []chaos.Scenario
-	if *scenarios == "all" {
-		picked = chaos.Scenarios()
-	} else {
-		for _, name := range strings.Split(*scenarios, ",") {
-			sc, ok := chaos.ScenarioByName(strings.TrimSpace(name))
-			if !ok {
-				fmt.Fprintf(os.Stderr, "laneway-chaos: unknown scenario %q (have %s)\n", name, strings.Join(chaos.Names(), ", "))
-				return 2
-			}
-			picked = append(picked, sc)
-		}
+	picked, err := chaos.SelectScenarios(*scenarios)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "laneway-chaos:", err)
+		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

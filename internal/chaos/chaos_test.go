@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,10 @@ import (
 //
 // It runs where the real services are (LANEWAY_TEST_KAFKA_BROKERS is set by
 // scripts/testenv.sh test, which also means Kafka's jars and redis-server
-// are installed). LANEWAY_CHAOS_SCENARIOS=kill9,flap runs only those;
+// are installed). LANEWAY_CHAOS_SCENARIOS=kill9,flap runs only those, and
+// names opt-in scenarios too (not in the default set: see Scenario.OptIn),
+// e.g. LANEWAY_CHAOS_SCENARIOS=pause-fail-resume; "every" runs every
+// scenario, opt-in ones included;
 // LANEWAY_CHAOS_LANEWAY_ARGS adds laneway serve flags (for example
 // --kafka-transaction-v2, which brings back F2/F3 of docs/reliability.md).
 // LANEWAY_CHAOS_KEEP=dir keeps every scenario's logs in dir; a failing
@@ -31,10 +33,9 @@ func TestScenarios(t *testing.T) {
 	if _, ok := testenv.RealKafka(); !ok {
 		t.Skipf("needs the real services: %s not set (run through scripts/testenv.sh test)", testenv.KafkaEnv)
 	}
-	scenarios := Scenarios()
-	if only := os.Getenv("LANEWAY_CHAOS_SCENARIOS"); only != "" {
-		names := strings.Split(only, ",")
-		scenarios = slices.DeleteFunc(scenarios, func(s Scenario) bool { return !slices.Contains(names, s.Name) })
+	scenarios, err := SelectScenarios(os.Getenv("LANEWAY_CHAOS_SCENARIOS"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {

@@ -30,6 +30,8 @@ type endpointSpec struct {
 	// state, barely, and falls behind and is parked whenever a fault stalls
 	// it (or a burst comes).
 	Slow bool
+	// Delay is how long a healthy answer waits (when not Slow).
+	Delay time.Duration
 }
 
 // fleetSpec is the receiver fleet every scenario runs with. Entities of
@@ -55,7 +57,7 @@ type Harness struct {
 	dir  string
 	name string // topic and group prefix of this run
 
-	instances []*Instance
+	instances []*Instance // guarded by mu once the load runs (addInstance appends)
 	recv      *Receivers
 	eps       []*runEndpoint
 	pub       *Publisher
@@ -63,9 +65,37 @@ type Harness struct {
 
 	recvStats ReceiverStats // taken once every instance has stopped
 
+	stopPub  chan struct{} // closed to end the load (stopLoad)
+	stopOnce sync.Once
+
 	mu        sync.Mutex
 	faults    []Fault
 	selfExits []string
+}
+
+// fleet is the scenario's receiver fleet.
+func (h *Harness) fleet() []endpointSpec {
+	if h.sc.Fleet != nil {
+		return h.sc.Fleet
+	}
+	return fleetSpec
+}
+
+// instanceList is a copy of the instances (a scenario may add some while
+// the monitor runs).
+func (h *Harness) instanceList() []*Instance {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*Instance(nil), h.instances...)
+}
+
+// stopLoad ends the publishing now instead of after the tail: a scenario
+// that wants its entities' last revisions to be those of the fault calls it.
+func (h *Harness) stopLoad() {
+	h.stopOnce.Do(func() {
+		close(h.stopPub)
+		h.cfg.logf("%s: publishing stopped by the scenario", h.sc.Name)
+	})
 }
 
 type runEndpoint struct {
@@ -74,10 +104,12 @@ type runEndpoint struct {
 	recv *recvEndpoint
 }
 
-func (h *Harness) endpoint(name string) *recvEndpoint {
+func (h *Harness) endpoint(name string) *recvEndpoint { return h.runEndpoint(name).recv }
+
+func (h *Harness) runEndpoint(name string) *runEndpoint {
 	for _, ep := range h.eps {
 		if ep.spec.Name == name {
-			return ep.recv
+			return ep
 		}
 	}
 	panic("no endpoint " + name)
@@ -137,7 +169,14 @@ func (r *Result) MaxRecovery() time.Duration {
 func Run(ctx context.Context, env *Env, cfg Config, sc Scenario) (res *Result, err error) {
 	start := time.Now()
 	h := &Harness{cfg: cfg, sc: sc, env: env, dir: filepath.Join(cfg.WorkDir, sc.Name),
-		name: "chaos-" + sanitize(sc.Name) + "-" + randomSuffix()}
+		name: "chaos-" + sanitize(sc.Name) + "-" + randomSuffix(), stopPub: make(chan struct{})}
+	if sc.Entities > 0 {
+		h.cfg.Entities = sc.Entities
+	}
+	if sc.Tail > 0 {
+		h.cfg.Tail = sc.Tail
+	}
+	cfg = h.cfg
 	if err := os.MkdirAll(h.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -156,11 +195,10 @@ func Run(ctx context.Context, env *Env, cfg Config, sc Scenario) (res *Result, e
 	go func() { defer close(monitorDone); h.monitor(monitorCtx) }()
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); h.watch(monitorCtx, time.Second) }()
-	stopPub := make(chan struct{})
 	pubDone := make(chan error, 1)
 	loadStart := time.Now()
 	go func() {
-		n, err := h.pub.Run(ctx, cfg.Rate, stopPub)
+		n, err := h.pub.Run(ctx, cfg.Rate, h.stopPub)
 		res.Published = n
 		pubDone <- err
 	}()
@@ -171,7 +209,7 @@ func Run(ctx context.Context, env *Env, cfg Config, sc Scenario) (res *Result, e
 			sleepCtx(ctx, cfg.Tail)
 		}
 	}
-	close(stopPub)
+	h.stopLoad()
 	pubErr := <-pubDone
 	res.Load = time.Since(loadStart)
 	cfg.logf("%s: published %d events in %v (%d acked, %d failed)", sc.Name, res.Published,
@@ -187,7 +225,7 @@ func Run(ctx context.Context, env *Env, cfg Config, sc Scenario) (res *Result, e
 	cfg.logf("%s: drained=%t in %v", sc.Name, res.Drained, res.Drain.Round(time.Millisecond))
 	if !res.Drained {
 		// Something is stuck: keep every instance's goroutines in its log.
-		for _, in := range h.instances {
+		for _, in := range h.instanceList() {
 			if err := in.Dump(); err != nil {
 				cfg.logf("%s: dumping %s: %v", sc.Name, in.ID, err)
 			}
@@ -208,13 +246,14 @@ func Run(ctx context.Context, env *Env, cfg Config, sc Scenario) (res *Result, e
 	res.Receivers = h.recvStats
 	h.mu.Lock()
 	res.Faults, res.SelfExits = append([]Fault(nil), h.faults...), append([]string(nil), h.selfExits...)
+	res.Instances = max(res.Instances, len(h.instances))
 	h.mu.Unlock()
 	ids := map[string]string{}
 	for _, ep := range h.eps {
 		ids[ep.spec.Name] = ep.id
 	}
 	Recovery(res.Faults, check.Input, ids, cfg.LateAfter, drainStart.Add(res.Drain))
-	res.Latency = Latencies(check.Input, namesToIDs(ids, fastEndpoints))
+	res.Latency = Latencies(check.Input, namesToIDs(ids, fastEndpoints)) // those of them the fleet has
 	res.Elapsed = time.Since(start)
 	if err := writeJSON(filepath.Join(h.dir, "result.json"), res); err != nil {
 		return res, err
@@ -249,6 +288,11 @@ func CheckFiles(ctx context.Context, dir string, brokers []string, deadTopic str
 	}
 	if in.Receipts, err = ordercheck.ReadFile[ordercheck.Receipt](filepath.Join(dir, "receipts.ndjson")); err != nil {
 		return CheckedFiles{}, err
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "requests.ndjson")); statErr == nil {
+		if in.Requests, err = ordercheck.ReadFile[ordercheck.Receipt](filepath.Join(dir, "requests.ndjson")); err != nil {
+			return CheckedFiles{}, err
+		}
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -303,17 +347,13 @@ func (h *Harness) lanewayArgs(id, addr string) []string {
 
 func (h *Harness) setup(ctx context.Context, n int) error {
 	var err error
-	if h.recv, err = NewReceivers(filepath.Join(h.dir, "receipts.ndjson")); err != nil {
+	if h.recv, err = NewReceivers(filepath.Join(h.dir, "receipts.ndjson"), filepath.Join(h.dir, "requests.ndjson")); err != nil {
 		return err
 	}
-	for i := range n {
-		addr, err := FreeAddr()
-		if err != nil {
+	for range n {
+		if _, err := h.newInstance(); err != nil {
 			return err
 		}
-		id := fmt.Sprintf("%s-%d", h.name, i)
-		h.instances = append(h.instances, &Instance{ID: id, Addr: addr, bin: h.cfg.Bin, args: h.lanewayArgs(id, addr),
-			logPath: filepath.Join(h.dir, fmt.Sprintf("laneway-%d.log", i))})
 	}
 	// The first instance creates the topics; the others start alongside.
 	if err := h.instances[0].Start(ctx); err != nil {
@@ -337,9 +377,46 @@ func (h *Harness) setup(ctx context.Context, n int) error {
 	if err := h.waitGroups(ctx, n); err != nil {
 		return err
 	}
-	h.pub, err = NewPublisher(h.env.Brokers, h.name+".events", h.name, h.cfg.Entities, 2, h.cfg.Seed,
+	h.pub, err = NewPublisher(h.env.Brokers, h.name+".events", h.name, h.cfg.Entities, h.tenants(), h.cfg.Seed,
 		filepath.Join(h.dir, "accepted.ndjson"))
+	if err == nil && h.sc.StatesOnly {
+		h.pub.StatesOnly()
+	}
 	return err
+}
+
+// tenants is how many tenants the load is spread over (t0, t1, ...).
+func (h *Harness) tenants() int {
+	if h.sc.Tenants > 0 {
+		return h.sc.Tenants
+	}
+	return 2
+}
+
+// newInstance adds an instance, not started yet, with the next index.
+func (h *Harness) newInstance() (*Instance, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := len(h.instances)
+	id := fmt.Sprintf("%s-%d", h.name, i)
+	in := &Instance{ID: id, Addr: addr, bin: h.cfg.Bin, args: h.lanewayArgs(id, addr),
+		logPath: filepath.Join(h.dir, fmt.Sprintf("laneway-%d.log", i))}
+	h.instances = append(h.instances, in)
+	return in, nil
+}
+
+// addInstance starts one more instance (it joins the groups: a rebalance)
+// and waits until it is ready.
+func (h *Harness) addInstance(ctx context.Context) (*Instance, error) {
+	in, err := h.newInstance()
+	if err != nil {
+		return nil, err
+	}
+	return in, in.Start(ctx)
 }
 
 // createEndpoints creates the fleet through the first instance's API,
@@ -348,11 +425,11 @@ func (h *Harness) setup(ctx context.Context, n int) error {
 func (h *Harness) createEndpoints(ctx context.Context) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var subs []ordercheck.Endpoint
-	for _, spec := range fleetSpec {
-		var delay time.Duration
+	for _, spec := range h.fleet() {
+		delay := spec.Delay
 		if spec.Slow {
-			// The endpoint's share of the load is a tenant's half.
-			delay = time.Duration(float64(spec.MaxConcurrency) / (slowCapacity * h.cfg.Rate / 2) * float64(time.Second))
+			// The endpoint's share of the load is a tenant's.
+			delay = time.Duration(float64(spec.MaxConcurrency) / (slowCapacity * h.cfg.Rate / float64(h.tenants())) * float64(time.Second))
 		}
 		rep, url, err := h.recv.Add(spec.Name, delay)
 		if err != nil {
@@ -374,7 +451,7 @@ func (h *Harness) createEndpoints(ctx context.Context) error {
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)
-	for _, in := range h.instances {
+	for _, in := range h.instanceList() {
 		for _, ep := range h.eps {
 			for {
 				err := apiCall(ctx, client, http.MethodGet, "http://"+in.Addr+"/v1/endpoints/"+ep.id, nil, http.StatusOK, nil)
@@ -473,7 +550,7 @@ func (h *Harness) monitor(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, in := range h.instances {
+		for _, in := range h.instanceList() {
 			err := in.Exited()
 			if err == nil {
 				continue
@@ -542,8 +619,9 @@ func (h *Harness) drain(ctx context.Context) bool {
 
 func (h *Harness) stopInstances() error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(h.instances))
-	for i, in := range h.instances {
+	instances := h.instanceList()
+	errs := make([]error, len(instances))
+	for i, in := range instances {
 		wg.Go(func() { errs[i] = in.Stop(time.Minute) })
 	}
 	wg.Wait()
@@ -555,7 +633,7 @@ func (h *Harness) stopInstances() error {
 
 // cleanup stops whatever is still running (after a harness error).
 func (h *Harness) cleanup() {
-	for _, in := range h.instances {
+	for _, in := range h.instanceList() {
 		_ = in.Kill()
 	}
 	if h.recv != nil {

@@ -36,10 +36,13 @@ type Publisher struct {
 	tenants  int
 	rnd      *rand.Rand
 	revs     []int64
+	// statesOnly publishes state events only (no facts).
+	statesOnly bool
 
 	acked, failed atomic.Int64
 
 	mu       sync.Mutex
+	excluded map[int]bool // entities no longer published
 	log      *bufio.Writer
 	logFile  *os.File
 	accepted []ordercheck.Accepted
@@ -68,6 +71,26 @@ func NewPublisher(brokers []string, topic, run string, entities, tenants int, se
 		cl: cl, run: run, entities: entities, tenants: tenants, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		revs: make([]int64, entities), log: bufio.NewWriterSize(f, 256<<10), logFile: f,
 	}, nil
+}
+
+// StatesOnly makes every event from now on a state event (coalesce: true).
+// Call it before Run.
+func (p *Publisher) StatesOnly() { p.statesOnly = true }
+
+// Exclude stops publishing the entities named (as in the events: "order:N"),
+// so that their last revision stays the one already published.
+func (p *Publisher) Exclude(entities ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.excluded == nil {
+		p.excluded = map[int]bool{}
+	}
+	for _, e := range entities {
+		var n int
+		if _, err := fmt.Sscanf(e, "order:%d", &n); err == nil {
+			p.excluded[n] = true
+		}
+	}
 }
 
 // Tenant of entity n.
@@ -113,8 +136,17 @@ func (p *Publisher) flush(ctx context.Context) error {
 
 func (p *Publisher) publishOne(ctx context.Context, n int) {
 	e := p.rnd.IntN(p.entities)
+	p.mu.Lock()
+	for tries := 0; p.excluded[e] && tries < 100; tries++ {
+		e = p.rnd.IntN(p.entities)
+	}
+	skip := p.excluded[e]
+	p.mu.Unlock()
+	if skip {
+		return // (nearly) every entity is excluded
+	}
 	p.revs[e]++
-	state := p.rnd.IntN(2) == 0
+	state := p.rnd.IntN(2) == 0 || p.statesOnly
 	env := event.Envelope{
 		ID: fmt.Sprintf("%s-%07d", p.run, n), Tenant: p.Tenant(e), Entity: fmt.Sprintf("order:%d", e),
 		Revision: p.revs[e], Coalesce: state, Type: TypeFact, OccurredAt: time.Now().UTC(),
@@ -124,7 +156,8 @@ func (p *Publisher) publishOne(ctx context.Context, n int) {
 		env.Type = TypeState
 	}
 	value, _ := json.Marshal(&env)
-	acc := ordercheck.Accepted{ID: env.ID, Tenant: env.Tenant, Type: env.Type, Entity: env.Entity, Revision: env.Revision, Coalesce: state}
+	acc := ordercheck.Accepted{ID: env.ID, Tenant: env.Tenant, Type: env.Type, Entity: env.Entity, Revision: env.Revision, Coalesce: state,
+		SentAt: time.Now()}
 	// The context is not the caller's: records already handed to the client
 	// must be acknowledged or fail on their own, not be cut off by a stop.
 	p.cl.Produce(context.WithoutCancel(ctx), &kgo.Record{Key: []byte(env.Entity), Value: value}, func(r *kgo.Record, err error) {

@@ -48,7 +48,10 @@ func (m Mode) String() string {
 // port of its own (as real endpoints have hosts of their own). Every request
 // is verified with the official Standard Webhooks library; every delivery
 // answered 2xx is appended to the receipt log (NDJSON of
-// ordercheck.Receipt) with its arrival sequence number.
+// ordercheck.Receipt) with its arrival sequence number, and every verified
+// request, answered or not, to the request log with its arrival, its end
+// and its status (0: none sent), from which the checker finds two requests
+// of one (endpoint, entity) in flight at once.
 type Receivers struct {
 	seq     atomic.Int64
 	closing chan struct{}
@@ -58,8 +61,18 @@ type Receivers struct {
 	eps      []*recvEndpoint
 	log      *bufio.Writer
 	logFile  *os.File
+	reqLog   *bufio.Writer
+	reqFile  *os.File
 	receipts []ordercheck.Receipt
+	requests []ordercheck.Receipt
 	closed   bool
+}
+
+// behaviour is how an endpoint answers the requests that arrive while it
+// is set: after hold (the endpoint's own delay when zero), as mode says.
+type behaviour struct {
+	mode Mode
+	hold time.Duration
 }
 
 type recvEndpoint struct {
@@ -68,23 +81,30 @@ type recvEndpoint struct {
 	id       atomic.Pointer[string]
 	verifier atomic.Pointer[standardwebhooks.Webhook]
 	delay    time.Duration
-	mode     atomic.Int32
+	behave   atomic.Pointer[behaviour]
 	ln       net.Listener
 	srv      *http.Server
 
-	requests, failed, badSigs, overlaps atomic.Int64
+	requests, failed, badSigs, overlaps, inFlight atomic.Int64
 
 	mu      sync.Mutex
 	running map[string]int // entity -> requests in flight
 }
 
-// NewReceivers opens the receipt log at path.
-func NewReceivers(path string) (*Receivers, error) {
+// NewReceivers opens the receipt log at path and the request log at
+// requestsPath.
+func NewReceivers(path, requestsPath string) (*Receivers, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &Receivers{closing: make(chan struct{}), notify: make(chan struct{}, 1), log: bufio.NewWriterSize(f, 256<<10), logFile: f}, nil
+	rf, err := os.OpenFile(requestsPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Receivers{closing: make(chan struct{}), notify: make(chan struct{}, 1),
+		log: bufio.NewWriterSize(f, 256<<10), logFile: f, reqLog: bufio.NewWriterSize(rf, 256<<10), reqFile: rf}, nil
 }
 
 // Add starts the server of one endpoint and returns its URL. delay is how
@@ -95,6 +115,7 @@ func (r *Receivers) Add(name string, delay time.Duration) (*recvEndpoint, string
 		return nil, "", err
 	}
 	ep := &recvEndpoint{r: r, name: name, delay: delay, ln: ln, running: map[string]int{}}
+	ep.behave.Store(&behaviour{mode: ModeOK})
 	ep.srv = &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	go func() { _ = ep.srv.Serve(ln) }()
 	r.mu.Lock()
@@ -114,8 +135,33 @@ func (ep *recvEndpoint) SetEndpoint(id, secret string) error {
 	return nil
 }
 
-// SetMode changes how the endpoint answers requests from now on.
-func (ep *recvEndpoint) SetMode(m Mode) { ep.mode.Store(int32(m)) }
+// SetMode changes how the endpoint answers requests from now on (ModeOK:
+// after the endpoint's own delay).
+func (ep *recvEndpoint) SetMode(m Mode) { ep.behave.Store(&behaviour{mode: m}) }
+
+// SetHold makes the endpoint hold each request that arrives from now on for
+// hold, then answer it as mode says (ModeOK or Mode503, Mode500). Requests
+// already held keep their own hold.
+func (ep *recvEndpoint) SetHold(m Mode, hold time.Duration) {
+	ep.behave.Store(&behaviour{mode: m, hold: hold})
+}
+
+// InFlight is the number of verified requests the endpoint is answering.
+func (ep *recvEndpoint) InFlight() int64 { return ep.inFlight.Load() }
+
+// RunningEntities are the entities with a request in flight at the endpoint.
+func (ep *recvEndpoint) RunningEntities() []string {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	out := make([]string, 0, len(ep.running))
+	for e := range ep.running {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Requests is the number of requests the endpoint has seen.
+func (ep *recvEndpoint) Requests() int64 { return ep.requests.Load() }
 
 func (ep *recvEndpoint) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
@@ -146,70 +192,90 @@ func (ep *recvEndpoint) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		ep.overlaps.Add(1)
 	}
 	ep.mu.Unlock()
-	defer func() {
+	ep.inFlight.Add(1)
+	rq := ordercheck.Receipt{Endpoint: *ep.id.Load(), EventID: p.ID, Entity: p.Entity.ID, Revision: p.Entity.Revision, Seq: seq, At: at}
+	// The request ends (for the logs and the in-flight counts) before its
+	// answer leaves: net/http sends a handler's response when the handler
+	// returns, and a reset is done after end. So a sender's next request
+	// never seems to arrive before this one ended.
+	end := func(status int) {
+		rq.Done, rq.Status = time.Now(), status
 		ep.mu.Lock()
 		if ep.running[p.Entity.ID]--; ep.running[p.Entity.ID] <= 0 {
 			delete(ep.running, p.Entity.ID)
 		}
 		ep.mu.Unlock()
-	}()
-
-	status := ep.answer(w, req)
-	if status < 200 || status > 299 {
-		ep.failed.Add(1)
-		return
+		ep.inFlight.Add(-1)
+		if status < 200 || status > 299 {
+			ep.failed.Add(1)
+		}
+		ep.r.record(rq)
 	}
-	ep.r.record(ordercheck.Receipt{
-		Endpoint: *ep.id.Load(), EventID: p.ID, Entity: p.Entity.ID, Revision: p.Entity.Revision,
-		Seq: seq, At: at, Done: time.Now(), Status: status,
-	})
+	ep.answer(w, req, end)
 }
 
-// answer replies as the endpoint's mode says and returns the status sent
-// (0 when none was).
-func (ep *recvEndpoint) answer(w http.ResponseWriter, req *http.Request) int {
-	switch Mode(ep.mode.Load()) {
+// answer replies as the endpoint's behaviour at arrival says, calling end
+// with the status once the answer is decided (0 when none is sent) and
+// before it is sent.
+func (ep *recvEndpoint) answer(w http.ResponseWriter, req *http.Request, end func(status int)) {
+	b := ep.behave.Load()
+	hold := b.hold
+	if hold == 0 && b.mode == ModeOK {
+		hold = ep.delay
+	}
+	if hold > 0 {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			end(0)
+			return
+		case <-ep.r.closing:
+			end(0)
+			return
+		}
+	}
+	switch b.mode {
 	case Mode500:
+		end(http.StatusInternalServerError)
 		w.WriteHeader(http.StatusInternalServerError)
-		return http.StatusInternalServerError
 	case Mode503:
+		end(http.StatusServiceUnavailable)
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		return http.StatusServiceUnavailable
 	case ModeHang:
 		select {
 		case <-req.Context().Done():
 		case <-ep.r.closing:
 		}
-		return 0
+		end(0)
 	case ModeReset:
+		end(0)
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			if tc, ok := conn.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
 			_ = conn.Close()
 		}
-		return 0
+	default:
+		end(http.StatusNoContent)
+		w.WriteHeader(http.StatusNoContent)
 	}
-	if ep.delay > 0 {
-		t := time.NewTimer(ep.delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-req.Context().Done():
-			return 0
-		}
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return http.StatusNoContent
 }
 
+// record logs one request, and its receipt when it was answered 2xx.
 func (r *Receivers) record(rc ordercheck.Receipt) {
 	line, _ := json.Marshal(rc)
+	delivered := rc.Status >= 200 && rc.Status <= 299
 	r.mu.Lock()
 	if !r.closed {
-		r.receipts = append(r.receipts, rc)
-		_, _ = r.log.Write(append(line, '\n'))
+		r.requests = append(r.requests, rc)
+		_, _ = r.reqLog.Write(append(line, '\n'))
+		if delivered {
+			r.receipts = append(r.receipts, rc)
+			_, _ = r.log.Write(append(line, '\n'))
+		}
 	}
 	r.mu.Unlock()
 	select {
@@ -218,7 +284,7 @@ func (r *Receivers) record(rc ordercheck.Receipt) {
 	}
 }
 
-// Changed is signalled (coalesced) after every receipt.
+// Changed is signalled (coalesced) after every request that ended.
 func (r *Receivers) Changed() <-chan struct{} { return r.notify }
 
 // Receipts returns a copy of the receipts so far.
@@ -226,6 +292,20 @@ func (r *Receivers) Receipts() []ordercheck.Receipt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]ordercheck.Receipt(nil), r.receipts...)
+}
+
+// RequestsOf returns a copy of the requests endpoint id has seen so far
+// (verified ones that ended).
+func (r *Receivers) RequestsOf(id string) []ordercheck.Receipt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ordercheck.Receipt
+	for _, rq := range r.requests {
+		if rq.Endpoint == id {
+			out = append(out, rq)
+		}
+	}
+	return out
 }
 
 // Count is the number of receipts so far.
@@ -276,9 +356,5 @@ func (r *Receivers) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	err := r.log.Flush()
-	if cerr := r.logFile.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return joinErrs(r.log.Flush(), r.logFile.Close(), r.reqLog.Flush(), r.reqFile.Close())
 }

@@ -10,8 +10,8 @@ import (
 // Table renders results as a Markdown table: one row per scenario.
 func Table(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | instances | events | deliveries | duplicates | dead-lettered | superseded | lost | order violations | faults | recovery (median / max) | drain | verdict |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | instances | events | deliveries | duplicates | dead-lettered | superseded | lost | order violations | overlaps | faults | recovery (median / max) | drain | verdict |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		verdict := "pass"
 		if !r.Pass() {
@@ -24,9 +24,9 @@ func Table(results []*Result) string {
 				maxRec = "not recovered"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s / %s | %s | %s |\n",
 			r.Scenario, r.Instances, c.Events, c.Expected, c.Duplicates, c.DeadPairs, c.Superseded, c.Lost,
-			c.OrderViolations, len(r.Faults), secs(medianRecovery(r.Faults)), maxRec, secs(r.Drain), verdict)
+			c.OrderViolations, c.Overlaps, len(r.Faults), secs(medianRecovery(r.Faults)), maxRec, secs(r.Drain), verdict)
 	}
 	return b.String()
 }
@@ -52,7 +52,7 @@ func Summary(r *Result) string {
 	}
 	fmt.Fprintf(&b, "%s %s: %d events at %.0f/s over %s, %d instances; %s\n", verdict, r.Scenario, r.Check.Events, r.Rate,
 		secs(r.Load), r.Instances, r.Check.String())
-	fmt.Fprintf(&b, "  receivers: %d requests, %d not answered 2xx, %d bad signatures, %d overlapping (endpoint, entity) requests\n",
+	fmt.Fprintf(&b, "  receivers: %d requests, %d not answered 2xx, %d bad signatures, %d arrived while one of their (endpoint, entity) was in flight\n",
 		r.Receivers.Requests, r.Receivers.Failed, r.Receivers.BadSignatures, r.Receivers.Overlaps)
 	fmt.Fprintf(&b, "  fast endpoints' latency from ack: p50 %s, p99 %s, max %s; drain %s (drained %t); wall %s\n",
 		ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), secs(r.Drain), r.Drained, secs(r.Elapsed))
@@ -68,6 +68,9 @@ func Summary(r *Result) string {
 	}
 	for _, s := range r.Check.ViolationSamples {
 		fmt.Fprintf(&b, "  order: %s\n", s)
+	}
+	for _, s := range r.Check.OverlapSamples {
+		fmt.Fprintf(&b, "  overlap: %s\n", s)
 	}
 	for _, s := range r.Check.OtherSamples {
 		fmt.Fprintf(&b, "  other: %s\n", s)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -21,33 +22,81 @@ type Scenario struct {
 	// Flags are laneway flags it adds to the common ones.
 	Flags []string
 	// Inject injects the faults, recording each with Harness.Fault. It runs
-	// after the warm-up; the load goes on for Config.Tail after it returns.
+	// after the warm-up; the load goes on for Config.Tail after it returns
+	// (unless Inject ended it with Harness.stopLoad).
 	Inject func(ctx context.Context, h *Harness) error
+
+	// Fleet is the receiver fleet (nil: fleetSpec, the common one).
+	Fleet []endpointSpec
+	// Tenants the load is spread over (0: 2); StatesOnly publishes state
+	// events only; Entities, when set, replaces Config.Entities; Tail, when
+	// set, replaces Config.Tail.
+	Tenants    int
+	StatesOnly bool
+	Entities   int
+	Tail       time.Duration
+
+	// OptIn keeps the scenario out of the default set (Scenarios, so CI
+	// and `laneway-chaos` without -scenarios): it runs only when named.
+	// Scenarios written to expose engine bugs start opt-in and join the
+	// default set (OptIn false) once they pass.
+	OptIn bool
 }
 
-// Scenarios are every scenario, in the order a full run takes them (the ones
-// that stop the broker or Redis last, so a service that fails to come back
-// spoils nothing else).
+// AllScenarios are every scenario, in the order a full run takes them (the
+// ones that stop the broker or Redis last, so a service that fails to come
+// back spoils nothing else), opt-in ones included.
+func AllScenarios() []Scenario {
+	return []Scenario{kill9, rolling, flap, pauseFailResume, rebalanceLongAttempt, killWhileParkedDrains, redisFaults, broker}
+}
+
+// Scenarios are the default set, run by CI: every scenario that is not
+// opt-in.
 func Scenarios() []Scenario {
-	return []Scenario{kill9, rolling, flap, redisFaults, broker}
+	return slices.DeleteFunc(AllScenarios(), func(s Scenario) bool { return s.OptIn })
 }
 
-// ScenarioByName finds a scenario.
+// ScenarioByName finds a scenario, opt-in ones included.
 func ScenarioByName(name string) (Scenario, bool) {
-	i := slices.IndexFunc(Scenarios(), func(s Scenario) bool { return s.Name == name })
+	all := AllScenarios()
+	i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name == name })
 	if i < 0 {
 		return Scenario{}, false
 	}
-	return Scenarios()[i], true
+	return all[i], true
 }
 
-// Names of the scenarios.
-func Names() []string {
+// Names of every scenario, opt-in ones marked "(opt-in)" when marked.
+func Names(marked bool) []string {
 	var out []string
-	for _, s := range Scenarios() {
-		out = append(out, s.Name)
+	for _, s := range AllScenarios() {
+		if marked && s.OptIn {
+			out = append(out, s.Name+" (opt-in)")
+		} else {
+			out = append(out, s.Name)
+		}
 	}
 	return out
+}
+
+// SelectScenarios picks the scenarios a comma-separated list names ("" or
+// "all": the default set; "every": every scenario, opt-in ones included).
+func SelectScenarios(list string) ([]Scenario, error) {
+	switch strings.TrimSpace(list) {
+	case "", "all":
+		return Scenarios(), nil
+	case "every":
+		return AllScenarios(), nil
+	}
+	var out []Scenario
+	for _, name := range strings.Split(list, ",") {
+		sc, ok := ScenarioByName(strings.TrimSpace(name))
+		if !ok {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", strings.TrimSpace(name), strings.Join(Names(true), ", "))
+		}
+		out = append(out, sc)
+	}
+	return out, nil
 }
 
 func fixed(n int) func(Config) int { return func(Config) int { return n } }

@@ -47,7 +47,7 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 	enc := json.NewEncoder(f)
 	adm := kadm.NewClient(h.admin)
 	var txnIDs []string
-	for _, in := range h.instances {
+	for _, in := range h.instanceList() {
 		txnIDs = append(txnIDs, h.name+"-fanout-"+in.ID)
 	}
 	last := map[string]string{}
