@@ -26,6 +26,8 @@ import (
 // --kafka-transaction-v2, which brings back F2/F3 of docs/reliability.md).
 // LANEWAY_CHAOS_KEEP=dir keeps every scenario's logs in dir; a failing
 // scenario's logs are kept in any case (the path is logged).
+// LANEWAY_CHAOS_BIN=path runs that laneway binary instead of building
+// ./cmd/laneway (to try another build against the scenarios).
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault scenarios")
@@ -52,8 +54,10 @@ func TestScenarios(t *testing.T) {
 	cfg.LanewayArgs = strings.Fields(os.Getenv("LANEWAY_CHAOS_LANEWAY_ARGS"))
 
 	started := time.Now()
-	if cfg.Bin, err = BuildLaneway(ctx, root, cfg.WorkDir); err != nil {
-		t.Fatal(err)
+	if cfg.Bin = os.Getenv("LANEWAY_CHAOS_BIN"); cfg.Bin == "" {
+		if cfg.Bin, err = BuildLaneway(ctx, root, cfg.WorkDir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env, err := StartEnv(ctx, root, filepath.Join(cfg.WorkDir, "env"), testLogWriter{t})
 	if err != nil {
