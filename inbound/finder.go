@@ -198,6 +198,9 @@ func (f *Finder) Get(ctx context.Context, id string) (Capture, bool, error) {
 // capture, so it follows within about one poll's worth of records.
 const outcomeSearch = 4 << 20
 
+// outcomeFetch is the byte limit of one of Outcome's reads.
+const outcomeFetch = 1 << 20
+
 // Outcome is the verify stage's decision on capture id: pending while the
 // verify group has not consumed it, else the outcome record found after
 // it. ok is false when a decided capture's outcome is not within
@@ -215,7 +218,7 @@ func (f *Finder) Outcome(ctx context.Context, c *Capture) (Item, bool, error) {
 		return itemOf(c), true, nil
 	}
 	for from, read := o+1, int64(0); read < outcomeSearch; {
-		res, err := f.stable.Read(ctx, p, from, 1<<20)
+		res, err := f.stable.Read(ctx, p, from, outcomeFetch)
 		if err != nil {
 			return Item{}, false, err
 		}
@@ -225,7 +228,12 @@ func (f *Finder) Outcome(ctx context.Context, c *Capture) (Item, bool, error) {
 			}
 			read += int64(len(r.Value))
 		}
-		if len(res.Records) == 0 || res.Next <= from {
+		if len(res.Records) == 0 {
+			read += outcomeFetch // aborted outcomes and markers: read, but not returned
+		}
+		// A fetch of only aborted verify transactions returns no records
+		// yet moves Next on; only the readable end leaves it in place.
+		if res.Next <= from || res.Next >= res.HighWatermark {
 			break
 		}
 		from = res.Next
