@@ -10,9 +10,16 @@
 //	broker   the Kafka broker stopped and restarted (SIGTERM, then once more with SIGKILL)
 //	redis    Redis FLUSHALL, and separately a Redis restart (SIGKILL, empty on return)
 //	flap     one receiver flapping between healthy and failing (500, 503, hangs, resets)
+//	kill-while-parked-drains  kill -9 of an endpoint's owner while its parked backlog drains
 //
-// Every scenario must end with 0 lost and 0 order violations; duplicates
-// and the time to recover from each fault are measured and reported.
+// and, opt-in (run only when named, until the engine passes them):
+//
+//	pause-fail-resume       an endpoint paused while its attempts are in flight and failing
+//	rebalance-long-attempt  rebalances while 20 s attempts are in flight
+//
+// Every scenario must end with 0 lost, 0 order violations and no two
+// requests of one (endpoint, entity) in flight at once; duplicates and the
+// time to recover from each fault are measured and reported.
 package chaos
 
 import (
