@@ -2,12 +2,10 @@ package engine
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/partition"
 )
 
 // stageCollector reports per-endpoint and per-partition state at scrape
@@ -17,6 +15,7 @@ type stageCollector struct {
 	s *DeliveryStage
 
 	pending, inFlight, oldestAge, parked *prometheus.Desc
+	parkedAge                            *prometheus.Desc
 	breakerOpen                          *prometheus.Desc
 	healthyOldest                        *prometheus.Desc
 	watermarkLag, watermarkLagSeconds    *prometheus.Desc
@@ -33,6 +32,8 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 		oldestAge: prometheus.NewDesc("laneway_endpoint_oldest_pending_age_seconds",
 			"Age of the oldest unfinished delivery per endpoint, parked ones included.", ep, nil),
 		parked: prometheus.NewDesc("laneway_endpoint_parked", "Deliveries waiting in the parked topic, per endpoint.", ep, nil),
+		parkedAge: prometheus.NewDesc("laneway_endpoint_parked_oldest_age_seconds",
+			"Age of the oldest parked delivery not yet read back, per endpoint; alert well before it reaches the parked topic's retention.", ep, nil),
 		breakerOpen: prometheus.NewDesc("laneway_endpoint_breaker_open",
 			"1 while the endpoint's breaker is open or probing (paused after consecutive failures), else 0.", ep, nil),
 		healthyOldest: prometheus.NewDesc("laneway_healthy_oldest_pending_age_seconds",
@@ -46,7 +47,7 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.breakerOpen, c.healthyOldest, c.watermarkLag, c.watermarkLagSeconds} {
+	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.parkedAge, c.breakerOpen, c.healthyOldest, c.watermarkLag, c.watermarkLagSeconds} {
 		ch <- d
 	}
 }
@@ -54,76 +55,36 @@ func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.cfg.Now()
 	healthyOldest := 0.0
-	for _, op := range c.s.ownedPartitions() {
-		op.mu.Lock()
-		for id, ls := range op.lanes {
-			pl := op.parked[id]
-			if c.s.healthyLocked(id, pl) {
-				healthyOldest = max(healthyOldest, oldestAge(ls, pl, now))
-			}
-			ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(ls.lane.Pending()), id)
-			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(ls.lane.InFlight()), id)
-			ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, oldestAge(ls, pl, now), id)
-			backlog := 0
-			if pl != nil {
-				backlog = pl.backlog
-			}
-			ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(backlog), id)
-			if b := c.s.cfg.Breakers; b != nil {
-				open := 0.0
-				if b.Get(id).State != breaker.Closed && b.Get(id).State != "" {
-					open = 1
+	for _, d := range c.s.ownedPartitions() {
+		var pg partition.PartitionGauge
+		d.do(func(o *partition.Owner) {
+			pg = o.Gauges(now, func(g partition.EndpointGauge) {
+				if g.Healthy {
+					healthyOldest = max(healthyOldest, g.OldestAge)
 				}
-				ch <- prometheus.MustNewConstMetric(c.breakerOpen, prometheus.GaugeValue, open, id)
-			}
+				c.endpoint(ch, g)
+			})
+		})
+		if pg.Tracked {
+			p := strconv.Itoa(int(pg.Partition))
+			ch <- prometheus.MustNewConstMetric(c.watermarkLag, prometheus.GaugeValue, float64(pg.WatermarkLag), p)
+			ch <- prometheus.MustNewConstMetric(c.watermarkLagSeconds, prometheus.GaugeValue, pg.WatermarkAge, p)
 		}
-		if op.tracker != nil {
-			p := strconv.Itoa(int(op.id))
-			lag := max(0, op.highWatermark-op.tracker.Watermark())
-			if op.tracker.Outstanding() == 0 && lag <= 1 {
-				lag = 0 // the last offset of a transactional topic is a commit marker
-			}
-			ch <- prometheus.MustNewConstMetric(c.watermarkLag, prometheus.GaugeValue, float64(lag), p)
-			lagSeconds := 0.0
-			if since, ok := op.tracker.OldestPendingSince(); ok {
-				lagSeconds = now.Sub(since).Seconds()
-			}
-			ch <- prometheus.MustNewConstMetric(c.watermarkLagSeconds, prometheus.GaugeValue, lagSeconds, p)
-		}
-		op.mu.Unlock()
 	}
 	ch <- prometheus.MustNewConstMetric(c.healthyOldest, prometheus.GaugeValue, healthyOldest)
 }
 
-// healthyLocked reports whether an endpoint keeps up by itself: not
-// parked, not paused and its breaker closed.
-func (s *DeliveryStage) healthyLocked(id string, pl *parkedLane) bool {
-	if pl != nil {
-		return false
-	}
-	if ep, ok := s.cfg.Endpoints.Get(id); !ok || ep.Paused || ep.Status != endpoint.StatusActive {
-		return false
-	}
-	if b := s.cfg.Breakers; b != nil {
-		if st := b.Get(id).State; st != "" && st != breaker.Closed {
-			return false
+func (c *stageCollector) endpoint(ch chan<- prometheus.Metric, g partition.EndpointGauge) {
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(g.Pending), g.ID)
+	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(g.InFlight), g.ID)
+	ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, g.OldestAge, g.ID)
+	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(g.Parked), g.ID)
+	ch <- prometheus.MustNewConstMetric(c.parkedAge, prometheus.GaugeValue, g.ParkedAge, g.ID)
+	if c.s.cfg.Breakers != nil {
+		open := 0.0
+		if g.BreakerOpen {
+			open = 1
 		}
+		ch <- prometheus.MustNewConstMetric(c.breakerOpen, prometheus.GaugeValue, open, g.ID)
 	}
-	return true
-}
-
-// oldestAge is the age of the lane's oldest unfinished delivery, counting
-// those still waiting in the parked topic.
-func oldestAge(ls *laneState, pl *parkedLane, now time.Time) float64 {
-	var oldest time.Time
-	if at, ok := ls.lane.OldestEnqueuedAt(); ok {
-		oldest = at
-	}
-	if pl != nil && pl.backlog > 0 && (oldest.IsZero() || pl.oldestBacklog.Before(oldest)) {
-		oldest = pl.oldestBacklog
-	}
-	if oldest.IsZero() {
-		return 0
-	}
-	return now.Sub(oldest).Seconds()
 }

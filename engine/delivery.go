@@ -19,32 +19,42 @@ import (
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/partition"
 	"github.com/laneway/laneway/topics"
 )
 
 // EndpointSource is the engine's view of endpoint config.
 type EndpointSource interface {
 	Get(id string) (endpoint.Endpoint, bool)
-	Put(ctx context.Context, e endpoint.Endpoint) error
+	// Disable marks the endpoint disabled, its status only, on its latest
+	// version (endpoint.ErrNotFound for a deleted one); it returns the
+	// endpoint as stored and whether this call disabled it.
+	Disable(ctx context.Context, id, reason string, at time.Time) (endpoint.Endpoint, bool, error)
 }
 
 // Breakers is the per-endpoint breaker state (package breaker's Cache):
 // in memory while this instance owns the endpoint, in Redis for handover.
 type Breakers interface {
-	Allow(endpointID string, now time.Time, maxConcurrency, inFlight int) breaker.Decision
-	Record(endpointID string, success bool, now time.Time) breaker.Breaker
-	Get(endpointID string) breaker.Breaker
+	partition.Breakers
 	Warm(ctx context.Context, ids []string) error
-	Loaded(endpointID string) bool
 	Flush(ctx context.Context) error
 	Forget(ids ...string)
-	Reset(endpointID string)
 }
 
 // Sender makes one HTTP delivery attempt.
 type Sender interface {
 	Send(ctx context.Context, req deliver.Request) deliver.Result
 }
+
+// Defaults of DeliveryConfig.
+const (
+	DefaultCommitInterval = time.Second
+	DefaultWakeInterval   = 20 * time.Millisecond
+	DefaultMaxPollRecords = 5000
+	// DefaultRevokeGrace is added to the attempt timeout to make the
+	// default RevokeTimeout.
+	DefaultRevokeGrace = 2 * time.Second
+)
 
 // DeliveryConfig configures the delivery stage.
 type DeliveryConfig struct {
@@ -58,10 +68,13 @@ type DeliveryConfig struct {
 	Endpoints EndpointSource
 	// Sender makes the HTTP attempts. Required.
 	Sender Sender
+	// AttemptTimeout is the sender's bound on one attempt; the revoke wait
+	// is derived from it. Default deliver.DefaultTimeout (5s).
+	AttemptTimeout time.Duration
 	// Breakers pauses endpoints that keep failing. Nil disables the breaker.
 	Breakers Breakers
 	// DisableAfter disables an endpoint that has failed without a single
-	// success for this long (needs Breakers). Default 120h (5 days).
+	// success for this long (needs Breakers). Default partition.DefaultDisableAfter (5 days).
 	DisableAfter time.Duration
 	// InstanceID names this instance in health snapshots.
 	InstanceID string
@@ -73,29 +86,31 @@ type DeliveryConfig struct {
 	Notifier Notifier
 	// Retry is the retry and dead-letter policy. Zero fields take the delivery contract's defaults.
 	Retry deliver.RetryPolicy
-	// CommitInterval is how often watermarks are committed. Default 1s.
+	// CommitInterval is how often watermarks are committed and live config
+	// changes applied. Default DefaultCommitInterval (1s).
 	CommitInterval time.Duration
 	// WakeInterval is how often lanes waiting on a retry delay are checked.
-	// Default 20ms.
+	// Default DefaultWakeInterval (20ms).
 	WakeInterval time.Duration
-	// RevokeTimeout bounds how long a revoke waits for in-flight attempts
-	// before committing. Default 10s (twice the attempt timeout).
+	// RevokeTimeout bounds how long a revoke waits for in-flight attempts;
+	// attempts still out then are canceled (and not counted), so a new
+	// owner never overlaps them. Default AttemptTimeout + DefaultRevokeGrace.
 	RevokeTimeout time.Duration
-	// MaxPollRecords bounds the records taken per poll. Default 5000.
+	// MaxPollRecords bounds the records taken per poll. Default DefaultMaxPollRecords (5000).
 	MaxPollRecords int
 	// ParkAfter parks a lane whose oldest pending delivery has waited this
-	// long, so it stops holding the partition's watermark. Default 30s.
+	// long. Default partition.DefaultParkAfter (30s).
 	ParkAfter time.Duration
-	// LaneBuffer parks a lane holding more unstarted deliveries than this,
-	// which bounds the memory one endpoint can take. It is above one poll's
-	// worth (MaxPollRecords), so a burst to a healthy endpoint is not parked
-	// just because it arrived in one fetch. Default 10000.
+	// LaneBuffer parks a lane holding more unstarted deliveries than this.
+	// It is above one poll's worth (MaxPollRecords), so a burst to a healthy
+	// endpoint is not parked just because it arrived in one fetch. Default
+	// partition.DefaultLaneBuffer (10000).
 	LaneBuffer int
 	// ParkedWindow is how many parked deliveries of one lane are read back
-	// into memory at a time. Default 256.
+	// into memory at a time. Default partition.DefaultParkedWindow (256).
 	ParkedWindow int
-	// ParkedGroup is the memberless group under which the parked readers
-	// commit their progress. Default Group + "-parked".
+	// ParkedGroup is the memberless group under which the parked progress
+	// is committed. Default Group + "-parked".
 	ParkedGroup string
 	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
 	ClientOpts []kgo.Opt
@@ -120,19 +135,12 @@ func (c *DeliveryConfig) setDefaults() error {
 	if c.Group == "" {
 		c.Group = "laneway-deliveries"
 	}
-	setDur(&c.CommitInterval, time.Second)
-	setDur(&c.WakeInterval, 20*time.Millisecond)
-	setDur(&c.RevokeTimeout, 10*time.Second)
+	setDur(&c.AttemptTimeout, deliver.DefaultTimeout)
+	setDur(&c.CommitInterval, DefaultCommitInterval)
+	setDur(&c.WakeInterval, DefaultWakeInterval)
+	setDur(&c.RevokeTimeout, c.AttemptTimeout+DefaultRevokeGrace)
 	if c.MaxPollRecords <= 0 {
-		c.MaxPollRecords = 5000
-	}
-	setDur(&c.ParkAfter, 30*time.Second)
-	setDur(&c.DisableAfter, 5*24*time.Hour)
-	if c.LaneBuffer <= 0 {
-		c.LaneBuffer = 10000
-	}
-	if c.ParkedWindow <= 0 {
-		c.ParkedWindow = 256
+		c.MaxPollRecords = DefaultMaxPollRecords
 	}
 	if c.ParkedGroup == "" {
 		c.ParkedGroup = c.Group + "-parked"
@@ -161,25 +169,28 @@ type Notifier interface {
 }
 
 // DeliveryStage is the second stage: it owns partitions of the deliveries
-// topic, gives every endpoint in them a lane, makes the HTTP attempts and
-// commits each partition's watermark (its lowest unfinished offset).
+// topic and drives a partition.Owner for each (the deterministic core:
+// lanes, parking, retries, dead letters). The stage does what the core may
+// not: Kafka polling and produces, HTTP attempts on goroutines, timers and
+// commits.
 type DeliveryStage struct {
 	cfg          DeliveryConfig
 	client       *kgo.Client
 	admin        *kadm.Client
 	parkedReader *kread.Reader
 	readerClient *kgo.Client // the parked reader's and admin's own client
+	signers      signerCache
 
 	mu    sync.Mutex // guards parts
-	parts map[int32]*ownedPartition
+	parts map[int32]*driven
 
 	commitMu sync.Mutex // serialises commits with revokes
 
-	attemptCtx    context.Context // cancelled only when shutdown gives up waiting
-	cancelAttempt context.CancelFunc
-	cancel        context.CancelFunc
-	loops         sync.WaitGroup // poll, commit and wake loops
-	background    sync.WaitGroup // attempts, dead-letter writes, endpoint disables
+	ctx        context.Context // ends when Stop gives up on Kafka: produces, reads and disables end
+	cancel     context.CancelFunc
+	loopCancel context.CancelFunc
+	loops      sync.WaitGroup // poll, commit and wake loops
+	background sync.WaitGroup // attempts, produces, reads, breaker and health loads, disables
 }
 
 // NewDeliveryStage builds the stage; Start runs it.
@@ -187,13 +198,11 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &DeliveryStage{cfg: cfg, parts: map[int32]*ownedPartition{}}
-	s.attemptCtx, s.cancelAttempt = context.WithCancel(context.Background())
+	s := &DeliveryStage{cfg: cfg, parts: map[int32]*driven{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// The parked reader gets a client of its own: Kafka answers requests on
 	// one connection in order, and the group consumer's long-polling fetches
-	// would otherwise delay every parked read by up to their max wait. It is
-	// made first because the group client may call onAssigned, which uses
-	// it, before kgo.NewClient even returns.
+	// would otherwise delay every parked read by up to their max wait.
 	readerClient, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ReaderClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("parked reader client: %w", err)
@@ -209,6 +218,9 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		// A revoke waits up to RevokeTimeout for attempts; the group must
+		// not give up on this member meanwhile.
+		kgo.RebalanceTimeout(max(60*time.Second, 2*cfg.RevokeTimeout+10*time.Second)),
 		kgo.OnPartitionsAssigned(s.onAssigned),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
@@ -240,31 +252,28 @@ func parkedAwarePartitioner(parkedTopic string) kgo.Partitioner {
 // Start runs the poll, commit and wake loops until Stop.
 func (s *DeliveryStage) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.loopCancel = cancel
 	s.loops.Add(3)
 	go s.pollLoop(ctx)
 	go s.tickLoop(ctx, s.cfg.CommitInterval, s.everyCommitInterval)
-	go s.tickLoop(ctx, s.cfg.WakeInterval, s.wakeLanes)
+	go s.tickLoop(ctx, s.cfg.WakeInterval, s.everyWake)
 }
 
 // Stop stops fetching, lets in-flight attempts finish (bounded by
-// RevokeTimeout), commits every watermark, leaves the group and closes.
+// RevokeTimeout), commits every watermark and closes. However Kafka
+// behaves, it returns within about RevokeTimeout + 15s (the commit and the
+// breakers' handover are bounded): what Kafka has not acknowledged by then
+// is failed, and stays unfinished for the next owner.
 func (s *DeliveryStage) Stop() {
-	if s.cancel != nil {
-		s.cancel()
+	if s.loopCancel != nil {
+		s.loopCancel()
 	}
 	s.loops.Wait()
-	s.mu.Lock()
-	owned := make([]int32, 0, len(s.parts))
-	for p := range s.parts {
-		owned = append(owned, p)
-	}
-	s.mu.Unlock()
-	s.release(context.Background(), s.client, owned, true)
-	s.cancelAttempt()
-	s.background.Wait()
+	s.release(context.Background(), s.client, s.ownedIDs(), true)
+	s.cancel()
 	s.client.Close()
 	s.readerClient.Close()
+	s.background.Wait()
 }
 
 // Ping checks that the brokers answer.
@@ -282,10 +291,11 @@ func (s *DeliveryStage) pollLoop(ctx context.Context) {
 			s.cfg.Logger.Warn("deliveries fetch failed", "topic", t, "partition", p, "err", err)
 		})
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if op := s.owned(fp.Partition); op != nil {
-				op.dispatch(fp.FetchPartition)
+			if d := s.owned(fp.Partition); d != nil && len(fp.Records) > 0 {
+				d.dispatch(fp.FetchPartition)
 			}
 		})
+		s.applyBackpressure()
 		s.client.AllowRebalance()
 	}
 }
@@ -304,69 +314,100 @@ func (s *DeliveryStage) tickLoop(ctx context.Context, every time.Duration, fn fu
 	}
 }
 
-func (s *DeliveryStage) owned(p int32) *ownedPartition {
+func (s *DeliveryStage) owned(p int32) *driven {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.parts[p]
 }
 
-func (s *DeliveryStage) ownedPartitions() []*ownedPartition {
+func (s *DeliveryStage) ownedPartitions() []*driven {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*ownedPartition, 0, len(s.parts))
-	for _, op := range s.parts {
-		out = append(out, op)
+	out := make([]*driven, 0, len(s.parts))
+	for _, d := range s.parts {
+		out = append(out, d)
 	}
 	return out
 }
 
-// onAssigned takes partitions over. Before any of their deliveries is
-// dispatched (BlockRebalanceOnPoll guarantees this runs between polls), it
-// reads the parked partition to learn which endpoints are still parked.
+func (s *DeliveryStage) ownedIDs() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int32, 0, len(s.parts))
+	for p := range s.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// onAssigned takes partitions over. It reads only the two committed
+// offsets; the owner reads the parked partition afterwards, with fetching
+// of the partition paused until it is done, so the rebalance callback does
+// not hold up the instance's other partitions.
 func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
-		op := newOwnedPartition(s, p, cl)
-		if err := s.discover(ctx, op); err != nil {
+		parkedStart, delivered, err := s.committedOffsets(ctx, p)
+		if err != nil {
 			return // the client is closing
 		}
-		op.startParkedWorkers()
+		d, err := newDriven(s, p)
+		if err != nil {
+			s.cfg.Logger.Error("cannot own deliveries partition", "partition", p, "err", err)
+			continue
+		}
 		s.mu.Lock()
-		s.parts[p] = op
+		s.parts[p] = d
 		s.mu.Unlock()
-		s.cfg.Logger.Info("deliveries partition assigned", "partition", p, "parked_endpoints", len(op.parked))
+		d.pauseFetch(cl)
+		d.do(func(o *partition.Owner) { o.Assign(parkedStart, delivered) })
 	}
 }
 
-// discover retries until the parked partition is read or ctx ends (the
-// client closing): dispatching without it could break per-entity order, and
-// the partition cannot progress anyway while its parked log is unreadable.
-func (s *DeliveryStage) discover(ctx context.Context, op *ownedPartition) error {
+// committedOffsets retries until both commits are read or ctx ends (the
+// client closing): dispatching without them could break per-entity order.
+func (s *DeliveryStage) committedOffsets(ctx context.Context, p int32) (parked, delivered int64, err error) {
 	for attempt := 1; ; attempt++ {
-		err := s.tryDiscover(ctx, op)
+		parked, delivered, err = s.tryCommittedOffsets(ctx, p)
 		if err == nil || ctx.Err() != nil {
-			return err
+			return parked, delivered, err
 		}
-		s.cfg.Logger.Error("reading the parked partition failed; retrying", "partition", op.id, "err", err)
+		s.cfg.Logger.Error("reading committed offsets failed; retrying", "partition", p, "err", err)
 		if !sleepCtx(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
-			return ctx.Err()
+			return 0, 0, ctx.Err()
 		}
 	}
 }
 
-func (s *DeliveryStage) tryDiscover(ctx context.Context, op *ownedPartition) error {
+func (s *DeliveryStage) tryCommittedOffsets(ctx context.Context, p int32) (parked, delivered int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	start, err := committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, op.id)
-	if err != nil {
-		return fmt.Errorf("parked commit: %w", err)
+	if parked, err = committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p); err != nil {
+		return 0, 0, fmt.Errorf("parked commit: %w", err)
 	}
-	delivered, err := committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, op.id)
-	if err != nil {
-		return fmt.Errorf("deliveries commit: %w", err)
+	if delivered, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
+		return 0, 0, fmt.Errorf("deliveries commit: %w", err)
 	}
-	clear(op.parked)
-	clear(op.alreadyParked)
-	return op.discoverParked(ctx, start, delivered)
+	return parked, delivered, nil
+}
+
+// committedOffset returns group's committed offset for topic/p, or the log
+// start when it has none.
+func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string, p int32) (int64, error) {
+	resp, err := adm.FetchOffsets(ctx, group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) { // a group that never committed
+		return 0, err
+	}
+	if o, ok := resp.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
+		return o.At, nil
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	if o, ok := starts.Lookup(topic, p); ok && o.Err == nil {
+		return o.Offset, nil
+	}
+	return 0, nil
 }
 
 func (s *DeliveryStage) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
@@ -381,79 +422,72 @@ func (s *DeliveryStage) onLost(ctx context.Context, cl *kgo.Client, lost map[str
 
 // release gives partitions up: unstarted tasks are dropped (the next owner
 // reads them again from the committed watermark), in-flight attempts are
-// awaited so two owners never deliver the same entity at once, and then the
-// watermark is committed if commit is set.
+// awaited, and canceled at RevokeTimeout, so two owners never deliver the
+// same entity at once; then the watermarks are committed if commit is set.
 func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int32, commit bool) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	var gone []*ownedPartition
+	var gone []*driven
 	s.mu.Lock()
 	for _, p := range parts {
-		if op, ok := s.parts[p]; ok {
-			gone = append(gone, op)
+		if d, ok := s.parts[p]; ok {
+			gone = append(gone, d)
 			delete(s.parts, p)
 		}
 	}
 	s.mu.Unlock()
-	for _, op := range gone {
-		op.stop()
+	for _, d := range gone {
+		d.do((*partition.Owner).Stop)
+		d.resumeFetch(cl)
 	}
 	deadline := time.Now().Add(s.cfg.RevokeTimeout)
-	for _, op := range gone {
-		if !op.awaitIdle(deadline) {
-			s.cfg.Logger.Warn("attempts still in flight at revoke timeout", "partition", op.id)
-		}
+	for _, d := range gone {
+		d.awaitIdle(deadline)
 	}
 	if commit {
-		// Parked appends must be acknowledged before the commit, or their
-		// deliveries would be parked a second time by the next owner.
-		flushCtx, cancel := context.WithTimeout(ctx, s.cfg.RevokeTimeout)
-		if err := cl.Flush(flushCtx); err != nil {
-			s.cfg.Logger.Warn("flushing parked appends before commit", "err", err)
-		}
-		cancel()
 		s.commitPartitions(ctx, cl, gone)
 	}
 	s.handOverBreakers(ctx, gone, commit)
-	for _, op := range gone {
-		s.cfg.Logger.Info("deliveries partition released", "partition", op.id, "committed", commit)
+	for _, d := range gone {
+		s.cfg.Logger.Info("deliveries partition released", "partition", d.id, "committed", commit)
 	}
 }
 
 func (s *DeliveryStage) commit() {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	s.commitPartitions(context.Background(), s.client, s.ownedPartitions())
+	s.commitPartitions(s.ctx, s.client, s.ownedPartitions())
 }
 
 // commitPartitions commits, for each partition that moved, the deliveries
 // watermark under the consumer group and the parked offset under the
 // memberless parked group.
-func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ops []*ownedPartition) {
+func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds []*driven) {
 	deliveries := map[int32]kgo.EpochOffset{}
 	parked := kadm.Offsets{}
-	for _, op := range ops {
-		d, p := op.uncommittedWatermarks()
-		if d >= 0 {
-			deliveries[op.id] = kgo.EpochOffset{Epoch: -1, Offset: d}
+	for _, d := range ds {
+		var dw, pw int64
+		d.do(func(o *partition.Owner) { dw, pw = o.Watermarks() })
+		if dw >= 0 {
+			deliveries[d.id] = kgo.EpochOffset{Epoch: -1, Offset: dw}
 		}
-		if p >= 0 {
-			parked.AddOffset(s.cfg.Topics.Parked, op.id, p, -1)
+		if pw >= 0 {
+			parked.AddOffset(s.cfg.Topics.Parked, d.id, pw, -1)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	dOK := len(deliveries) == 0 || s.commitDeliveries(ctx, cl, deliveries)
 	pOK := len(parked) == 0 || s.commitParked(ctx, parked)
-	for _, op := range ops {
-		d, p := int64(-1), int64(-1)
-		if o, ok := deliveries[op.id]; ok && dOK {
-			d = o.Offset
+	for _, d := range ds {
+		dw, pw := int64(-1), int64(-1)
+		if o, ok := deliveries[d.id]; ok && dOK {
+			dw = o.Offset
 		}
-		if o, ok := parked.Lookup(s.cfg.Topics.Parked, op.id); ok && pOK {
-			p = o.At
+		if o, ok := parked.Lookup(s.cfg.Topics.Parked, d.id); ok && pOK {
+			pw = o.At
 		}
-		op.committed(d, p)
+		d.do(func(o *partition.Owner) { o.Committed(dw, pw) })
 	}
 }
 
@@ -482,13 +516,6 @@ func (s *DeliveryStage) commitParked(ctx context.Context, offsets kadm.Offsets) 
 	return true
 }
 
-func (s *DeliveryStage) wakeLanes() {
-	now := s.cfg.Now()
-	for _, op := range s.ownedPartitions() {
-		op.wake(now)
-	}
-}
-
 func firstCommitError(resp *kmsg.OffsetCommitResponse, err error) error {
 	if err != nil || resp == nil {
 		return err
@@ -503,19 +530,37 @@ func firstCommitError(resp *kmsg.OffsetCommitResponse, err error) error {
 	return nil
 }
 
-// everyCommitInterval applies live limit changes and commits watermarks.
+// everyWake lets time act on every owner: retry delays, produce retries,
+// parked reads.
+func (s *DeliveryStage) everyWake() {
+	for _, d := range s.ownedPartitions() {
+		d.do((*partition.Owner).Tick)
+	}
+	s.applyBackpressure()
+}
+
+// everyCommitInterval applies live config changes and commits watermarks.
 func (s *DeliveryStage) everyCommitInterval() {
-	now := s.cfg.Now()
-	for _, op := range s.ownedPartitions() {
-		op.maintain(now)
+	for _, d := range s.ownedPartitions() {
+		d.do((*partition.Owner).Maintain)
 	}
 	s.commit()
 }
 
+// applyBackpressure pauses fetching the partitions whose owner cannot take
+// more (parked appends piling up, or the parked partition still being
+// read at assignment) and resumes the others.
+func (s *DeliveryStage) applyBackpressure() {
+	for _, d := range s.ownedPartitions() {
+		d.syncFetchPause(s.client)
+	}
+}
+
 // handOverBreakers writes the released endpoints' breakers to Redis for the
 // next owner (not on loss: the next owner may have newer state already) and
-// drops them from memory.
-func (s *DeliveryStage) handOverBreakers(ctx context.Context, gone []*ownedPartition, flush bool) {
+// drops them from memory: every endpoint whose breaker the owner used, so a
+// later owner of the partition warms them again.
+func (s *DeliveryStage) handOverBreakers(ctx context.Context, gone []*driven, flush bool) {
 	if s.cfg.Breakers == nil || len(gone) == 0 {
 		return
 	}
@@ -527,8 +572,20 @@ func (s *DeliveryStage) handOverBreakers(ctx context.Context, gone []*ownedParti
 		cancel()
 	}
 	var ids []string
-	for _, op := range gone {
-		ids = append(ids, op.endpointIDs()...)
+	for _, d := range gone {
+		d.do(func(o *partition.Owner) { ids = append(ids, o.EndpointIDs()...) })
 	}
 	s.cfg.Breakers.Forget(ids...)
 }
+
+// Snapshots returns the health of every endpoint this instance owns and
+// has seen lately.
+func (s *DeliveryStage) Snapshots(now time.Time) []health.Snapshot {
+	var out []health.Snapshot
+	for _, d := range s.ownedPartitions() {
+		d.do(func(o *partition.Owner) { out = o.Snapshots(now, out) })
+	}
+	return out
+}
+
+var _ Breakers = (*breaker.Cache)(nil)

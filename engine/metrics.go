@@ -2,6 +2,8 @@ package engine
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/laneway/laneway/partition"
 )
 
 // Metrics are the engine's Prometheus metrics. A nil *Metrics is valid and
@@ -17,6 +19,7 @@ type Metrics struct {
 	deadLetters       *prometheus.CounterVec
 	superseded        prometheus.Counter
 	parks             *prometheus.CounterVec
+	parkedExpired     prometheus.Counter
 }
 
 // NewMetrics registers the engine metrics with reg.
@@ -53,8 +56,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "laneway_lanes_parked_total", Help: "Lanes moved to the parked topic, by reason (park_after, lane_buffer, paused).",
 		}, []string{"reason"}),
+		parkedExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "laneway_parked_expired_offsets_total",
+			Help: "Parked offsets deleted by retention before a parked lane read them back (an upper bound of parked deliveries lost); it must stay 0.",
+		}),
 	}
-	reg.MustRegister(m.parks, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
+	reg.MustRegister(m.parks, m.parkedExpired, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
 }
@@ -69,40 +76,49 @@ func (m *Metrics) addFanout(c fanoutCounts) {
 	m.unmatchedEvents.Add(float64(c.unmatched))
 }
 
-func (m *Metrics) attempt(outcome string, seconds float64) {
-	if m == nil {
+// ownerMetrics is what a partition.Owner reports to; nil-safe.
+type ownerMetrics struct{ m *Metrics }
+
+func (m *Metrics) forOwner() partition.Metrics { return ownerMetrics{m} }
+
+func (o ownerMetrics) Attempt(outcome string, seconds float64) {
+	if o.m == nil {
 		return
 	}
-	m.attempts.WithLabelValues(outcome).Inc()
-	m.attemptSeconds.Observe(seconds)
+	o.m.attempts.WithLabelValues(outcome).Inc()
+	o.m.attemptSeconds.Observe(seconds)
 }
 
-func (m *Metrics) ended(outcome string) {
-	if m == nil {
-		return
+func (o ownerMetrics) Ended(outcome string) {
+	if o.m != nil {
+		o.m.deliveries.WithLabelValues(outcome).Inc()
 	}
-	m.deliveries.WithLabelValues(outcome).Inc()
 }
 
-func (m *Metrics) dead(reason string) {
-	if m == nil {
+func (o ownerMetrics) Dead(reason string) {
+	if o.m == nil {
 		return
 	}
-	m.deadLetters.WithLabelValues(reason).Inc()
-	m.deliveries.WithLabelValues("dead").Inc()
+	o.m.deadLetters.WithLabelValues(reason).Inc()
+	o.m.deliveries.WithLabelValues("dead").Inc()
 }
 
-func (m *Metrics) supersededN(n int) {
-	if m == nil || n == 0 {
+func (o ownerMetrics) Superseded(n int) {
+	if o.m == nil || n == 0 {
 		return
 	}
-	m.superseded.Add(float64(n))
-	m.deliveries.WithLabelValues("superseded").Add(float64(n))
+	o.m.superseded.Add(float64(n))
+	o.m.deliveries.WithLabelValues("superseded").Add(float64(n))
 }
 
-func (m *Metrics) parked(reason string) {
-	if m == nil {
-		return
+func (o ownerMetrics) Parked(reason string) {
+	if o.m != nil {
+		o.m.parks.WithLabelValues(reason).Inc()
 	}
-	m.parks.WithLabelValues(reason).Inc()
+}
+
+func (o ownerMetrics) ParkedExpired(n int) {
+	if o.m != nil {
+		o.m.parkedExpired.Add(float64(n))
+	}
 }

@@ -934,7 +934,7 @@ func TestInterleaveEntitiesKeepsEachEntityInOrder(t *testing.T) {
 		}
 	}
 	var got []string
-	for _, t := range interleaveEntities(in) {
+	for _, t := range InterleaveEntities(in) {
 		got = append(got, fmt.Sprintf("%s%d", t.Entity, t.Revision))
 	}
 	if want := "a1 b1 c1 a2 c2 a3"; strings.Join(got, " ") != want {

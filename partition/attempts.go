@@ -1,0 +1,306 @@
+package partition
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/event"
+)
+
+var (
+	breakerZero breaker.Breaker
+	breakerOpen = breaker.Open
+)
+
+// farFuture makes every retry delay due.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// pump starts every task the lane allows now. Tasks that need no HTTP
+// request (an undeliverable endpoint's, a parked copy whose original
+// finished) end here and free their entity, so it loops until nothing more
+// can start.
+func (o *Owner) pump(ls *laneState, now time.Time) {
+	for !o.stopped {
+		ended := o.startReady(ls, now)
+		if ended == 0 {
+			break
+		}
+	}
+	if _, ok := ls.lane.NextWakeup(); ok && !o.stopped {
+		o.waiting[ls] = struct{}{}
+	}
+	o.dropIfIdle(ls)
+}
+
+// startReady starts what the lane allows and returns how many tasks it
+// ended without an attempt.
+func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
+	ep, ok := o.cfg.Endpoints.Get(ls.id)
+	deliverable := ok && ep.Status == endpoint.StatusActive
+	if deliverable && (ep.Paused || !ls.breakerLoaded) {
+		// A paused endpoint starts nothing; Maintain pumps it again on
+		// resume. An unloaded breaker: BreakerWarmed pumps it.
+		return 0
+	}
+	due := now
+	if !deliverable {
+		// Disabled or deleted: every task, retry delays and breaker
+		// notwithstanding, goes straight to its dead letter, one per entity
+		// at a time so the dead topic keeps order.
+		due = farFuture
+	}
+	for ls.lane.Pending() > 0 && (!deliverable || o.breakerAllows(ls, now)) {
+		t := ls.lane.Next(due)
+		if t == nil {
+			break
+		}
+		w := t.Payload.(*Work)
+		switch {
+		case o.skipFinishedCopy(ls, t, w):
+			ended++
+		case !deliverable:
+			reason, detail, _ := undeliverableReason(ep, ok)
+			o.endDead(ls, t, reason, detail, now)
+			ended++
+		default:
+			o.inFlight++
+			ls.running[t] = struct{}{}
+			o.cfg.Effects.Send(&Attempt{Delivery: w.Delivery, Endpoint: ep, Now: now, task: t, lane: ls})
+		}
+	}
+	return ended
+}
+
+// breakerAllows asks the endpoint's breaker whether one more attempt may
+// start; an open breaker makes the lane wait until its pause ends.
+func (o *Owner) breakerAllows(ls *laneState, now time.Time) bool {
+	b := o.cfg.Breakers
+	if b == nil {
+		return true
+	}
+	d := b.Allow(ls.id, now, ls.lane.MaxConcurrency(), ls.lane.InFlight())
+	if !d.Allowed && d.Wait > 0 {
+		ls.pausedUntil = now.Add(d.Wait)
+		o.waiting[ls] = struct{}{}
+	}
+	return d.Allowed
+}
+
+// dropIfIdle forgets a lane that holds nothing and is not parked.
+func (o *Owner) dropIfIdle(ls *laneState) {
+	if ls.lane.Idle() && o.parked[ls.id] == nil && o.lanes[ls.id] == ls {
+		delete(o.lanes, ls.id)
+		delete(o.waiting, ls)
+	}
+}
+
+// AttemptDone acts on an attempt's outcome.
+func (o *Owner) AttemptDone(a *Attempt, res AttemptResult) {
+	ls, t := a.lane, a.task
+	o.inFlight--
+	delete(ls.running, t)
+	now := o.now()
+	if res.Invalid != nil {
+		o.endDead(ls, t, event.ReasonInvalidDelivery, res.Invalid.Error(), now)
+		o.afterAttempt(ls, now)
+		return
+	}
+	outcome := deliver.Classify(res.Err)
+	o.cfg.Metrics.Attempt(outcome.String(), res.Duration.Seconds())
+	if outcome == deliver.Canceled {
+		// Abandoned at shutdown: not an attempt, nothing about the
+		// endpoint. The task stays unfinished for the next owner.
+		ls.lane.Retry(t, now)
+		o.afterAttempt(ls, now)
+		return
+	}
+	o.recordAttempt(ls, t, res, now)
+	o.logAttempt(t, res, outcome)
+	o.settle(ls, t, a.Endpoint, res, outcome, now)
+	o.afterAttempt(ls, now)
+}
+
+func (o *Owner) afterAttempt(ls *laneState, now time.Time) {
+	if !o.stopped {
+		o.pump(ls, now)
+		o.refillOf(ls.id, now)
+		o.flushOutboxes(now)
+	}
+}
+
+// recordAttempt counts the attempt on the delivery.
+func (o *Owner) recordAttempt(ls *laneState, t *Task, res AttemptResult, now time.Time) {
+	d := t.Payload.(*Work).Delivery
+	d.Attempts++
+	t.Attempts = d.Attempts
+	if res.Err != nil {
+		d.LastError = res.Err.Error()
+		st := o.statsOf(ls.id)
+		st.lastError, st.lastErrorAt = d.LastError, now
+	}
+}
+
+func (o *Owner) settle(ls *laneState, t *Task, ep endpoint.Endpoint, res AttemptResult, outcome deliver.Outcome, now time.Time) {
+	d := t.Payload.(*Work).Delivery
+	o.recordHealth(ls, outcome, now)
+	switch outcome {
+	case deliver.Delivered:
+		o.cfg.Metrics.Ended("delivered")
+		o.noteOutcome(ls.id, kindDelivered, now)
+		o.finishTask(ls, t)
+	case deliver.Gone:
+		o.disable(ls.id, "endpoint answered 410 Gone")
+		o.endDead(ls, t, event.ReasonGone, d.LastError, now)
+	case deliver.Dead:
+		o.endDead(ls, t, event.ReasonTooLarge, d.LastError, now)
+	default:
+		if reason, dead := o.cfg.Retry.Exhausted(d.Attempts, d.CreatedAt, now); dead {
+			o.endDead(ls, t, reason, d.LastError, now)
+			return
+		}
+		delay := o.cfg.Retry.Delay(d.Attempts, res.RetryAfter, o.cfg.Rand)
+		o.noteOutcome(ls.id, kindFailed, now)
+		o.retry(ls, t, now.Add(delay))
+	}
+	_ = ep
+}
+
+// recordHealth feeds the outcome to the endpoint's breaker and asks for the
+// endpoint to be disabled once it has failed for DisableAfter without one
+// success. The failed delivery itself retries as usual: it dies as
+// endpoint_disabled only once the endpoint's config says so, so a disable
+// that could not be written never misclassifies a delivery. 413 says nothing
+// about the endpoint's health and 410 disables it by itself, so neither
+// counts.
+func (o *Owner) recordHealth(ls *laneState, outcome deliver.Outcome, now time.Time) {
+	b := o.cfg.Breakers
+	if b == nil || (outcome != deliver.Delivered && outcome != deliver.Retry) {
+		return
+	}
+	state := b.Record(ls.id, outcome == deliver.Delivered, now)
+	if state.FailingFor(now) >= o.cfg.DisableAfter {
+		o.disable(ls.id, fmt.Sprintf("endpoint failing since %s", state.FailingSince.UTC().Format(time.RFC3339)))
+	}
+}
+
+// finishTask ends an in-flight task for good: its entity's next task may
+// start; its offset is done unless a dead letter must land first.
+func (o *Owner) finishTask(ls *laneState, t *Task) {
+	ls.lane.Finish(t)
+	o.release(ls, t)
+	o.offsetDone(ls, t)
+}
+
+// retry returns the task to its lane to start again at notBefore, unless
+// a parked copy of it now carries the delivery (see handOver).
+func (o *Owner) retry(ls *laneState, t *Task, notBefore time.Time) {
+	if o.handOver(ls, t, notBefore) {
+		return
+	}
+	ls.lane.Retry(t, notBefore)
+}
+
+// endDead frees the entity at once (a dead delivery is finished for
+// ordering) and marks the offset done only when the dead letter is safely
+// in Kafka.
+func (o *Owner) endDead(ls *laneState, t *Task, reason, detail string, now time.Time) {
+	d := t.Payload.(*Work).Delivery
+	o.noteOutcome(ls.id, kindDead, now)
+	ls.lane.Finish(t)
+	o.release(ls, t)
+	o.writeDead(deadLetterOf(d, reason, detail, now), func() { o.offsetDone(ls, t) })
+}
+
+// writeDead queues a dead letter; done runs once it is in Kafka.
+func (o *Owner) writeDead(letter event.DeadLetter, done func()) {
+	o.deadSeq++
+	o.dead.push(&DeadWrite{Letter: letter, done: done, seq: o.deadSeq})
+}
+
+// DeadWritten records a dead letter's produce outcome. A failed one is
+// written again (in order) until it lands or the partition is given up.
+func (o *Owner) DeadWritten(w *DeadWrite, err error) {
+	if o.dead.done(w, err) {
+		o.log.Error("dead letter write failed; will retry", "endpoint", w.Letter.EndpointID, "err", err)
+		return
+	}
+	o.cfg.Metrics.Dead(w.Letter.Reason)
+	w.done()
+	if !o.stopped {
+		now := o.now()
+		o.refillOf(w.Letter.EndpointID, now)
+		o.flushOutboxes(now)
+	}
+}
+
+// superseded finishes a pending task replaced by a newer revision.
+func (o *Owner) superseded(ls *laneState, t *Task) {
+	o.release(ls, t)
+	o.offsetDone(ls, t)
+	o.noteOutcome(ls.id, kindSuperseded, o.now())
+	o.cfg.Metrics.Superseded(1)
+}
+
+// offsetDone marks the task's record finished in whichever log holds it.
+func (o *Owner) offsetDone(ls *laneState, t *Task) {
+	w := t.Payload.(*Work)
+	if !w.parked {
+		o.trackerDone(t.Offset)
+		return
+	}
+	if pl := o.parked[ls.id]; pl != nil {
+		pl.done(t.Offset)
+	}
+}
+
+// disable asks the store to disable the endpoint, once at a time.
+func (o *Owner) disable(id, why string) {
+	switch o.disabling[id] {
+	case disableInFlight, disableConfirmed:
+		return
+	}
+	o.disabling[id] = disableInFlight
+	o.disableReasons[id] = why
+	o.cfg.Effects.Disable(id, why)
+}
+
+// DisableDone records the outcome of a disable write. A failed one is
+// tried again by Tick; meanwhile the endpoint's deliveries carry on as for
+// an active endpoint.
+func (o *Owner) DisableDone(id string, err error) {
+	why := o.disableReasons[id]
+	if err != nil {
+		o.log.Error("could not disable endpoint; will retry", "endpoint", id, "err", err)
+		o.disabling[id] = disableRetrying
+		return
+	}
+	delete(o.disableReasons, id)
+	o.disabling[id] = disableConfirmed
+	o.log.Warn("endpoint disabled", "endpoint", id, "reason", why)
+}
+
+func (o *Owner) retryDisables() {
+	for _, id := range sortedKeys(o.disabling) {
+		if o.disabling[id] == disableRetrying {
+			o.disabling[id] = disableInFlight
+			o.cfg.Effects.Disable(id, o.disableReasons[id])
+		}
+	}
+}
+
+func (o *Owner) logAttempt(t *Task, res AttemptResult, outcome deliver.Outcome) {
+	d := t.Payload.(*Work).Delivery
+	attrs := []any{
+		"endpoint", d.EndpointID, "event", d.EventID, "entity", d.Entity, "revision", d.Revision,
+		"attempt", d.Attempts, "status", res.StatusCode, "outcome", outcome.String(),
+		"duration_ms", res.Duration.Milliseconds(),
+	}
+	if res.Err != nil {
+		o.log.Info("delivery attempt failed", append(attrs, "err", res.Err.Error())...)
+		return
+	}
+	o.log.Debug("delivery attempt", attrs...)
+}

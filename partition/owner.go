@@ -1,0 +1,594 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/event"
+)
+
+// Defaults of Config.
+const (
+	DefaultParkAfter          = 30 * time.Second
+	DefaultLaneBuffer         = 10000
+	DefaultParkedWindow       = 256
+	DefaultDisableAfter       = 5 * 24 * time.Hour
+	DefaultMaxAppendsInFlight = 1024
+	DefaultMaxQueuedAppends   = 20000
+)
+
+// Config configures an Owner.
+type Config struct {
+	// Partition is the deliveries partition owned, and the parked
+	// partition of the same number. Required to be set by the caller.
+	Partition int32
+	// ParkedTopic is the topic parked records are appended to. Required.
+	ParkedTopic string
+	// DeadTopic is the topic dead letters go to. Required.
+	DeadTopic string
+	// Endpoints resolves endpoint config. Required.
+	Endpoints Endpoints
+	// Effects starts every asynchronous effect. Required.
+	Effects Effects
+	// Clock is the owner's time. Required.
+	Clock Clock
+	// Breakers pauses endpoints that keep failing. Nil disables the breaker.
+	Breakers Breakers
+	// Rand returns a float in [0,1) for retry jitter. Default math/rand/v2.
+	Rand func() float64
+	// Retry is the retry and dead-letter policy. Zero fields take the
+	// delivery contract's defaults.
+	Retry deliver.RetryPolicy
+	// DisableAfter disables an endpoint that has failed without a single
+	// success for this long (needs Breakers). Default DefaultDisableAfter (5 days).
+	DisableAfter time.Duration
+	// ParkAfter parks a lane whose oldest pending delivery has waited this
+	// long, so it stops holding the partition's watermark. Default
+	// DefaultParkAfter (30s).
+	ParkAfter time.Duration
+	// LaneBuffer parks a lane holding more unstarted deliveries than this.
+	// Default DefaultLaneBuffer (10000).
+	LaneBuffer int
+	// ParkedWindow is how many parked deliveries of one lane are read back
+	// into memory at a time. Default DefaultParkedWindow (256).
+	ParkedWindow int
+	// MaxAppendsInFlight bounds the parked appends handed to the producer
+	// and not yet acknowledged. Default DefaultMaxAppendsInFlight (1024).
+	MaxAppendsInFlight int
+	// MaxQueuedAppends is the parked appends waiting (queued, in flight or
+	// to retry) beyond which Backpressured reports true, so the driver
+	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
+	MaxQueuedAppends int
+	// InstanceID names this instance in health snapshots.
+	InstanceID string
+	// Metrics receives counts. Nil: none.
+	Metrics Metrics
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Endpoints == nil || c.Effects == nil || c.Clock == nil || c.ParkedTopic == "" || c.DeadTopic == "" {
+		return errors.New("partition owner: Endpoints, Effects, Clock, ParkedTopic and DeadTopic are required")
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	setDefault(&c.DisableAfter, DefaultDisableAfter)
+	setDefault(&c.ParkAfter, DefaultParkAfter)
+	setDefault(&c.LaneBuffer, DefaultLaneBuffer)
+	setDefault(&c.ParkedWindow, DefaultParkedWindow)
+	setDefault(&c.MaxAppendsInFlight, DefaultMaxAppendsInFlight)
+	setDefault(&c.MaxQueuedAppends, DefaultMaxQueuedAppends)
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Owner is the deterministic core of one owned deliveries partition (and
+// the parked partition of the same number): the offset tracker, a lane per
+// endpoint, parking, retries, dead letters and the endpoint's breaker
+// decisions.
+//
+// It starts no goroutine, reads no wall clock and never blocks: every
+// effect goes through Config.Effects and every completion comes back as a
+// method call. It is not safe for concurrent use; the driver (the delivery
+// stage, or the simulator) serialises every call.
+type Owner struct {
+	cfg Config
+	log *slog.Logger
+
+	tracker       *Tracker // nil until the first record arrives
+	highWatermark int64
+	lastCommitted int64
+
+	lanes    map[string]*laneState
+	waiting  map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
+	inFlight int
+	stopped  bool
+
+	parking
+	dead      outbox[*DeadWrite]
+	deadSeq   uint64
+	stats     map[string]*endpointStats
+	disabling map[string]disableState
+	// disableReasons are the reasons of disables not yet confirmed.
+	disableReasons map[string]string
+	breakerIDs     map[string]struct{} // every endpoint whose breaker this owner used
+}
+
+// laneState is a lane plus what the owner keeps about its endpoint.
+type laneState struct {
+	id      string
+	lane    *Lane
+	running map[*Task]struct{} // in flight, so parking can copy them
+	// breakerLoaded is false until the breaker state a previous owner left
+	// in Redis is loaded: the lane starts nothing before, or a new owner
+	// would send a burst into an endpoint whose breaker is open.
+	breakerLoaded bool
+	// pausedUntil is when the endpoint's open breaker lets probes out.
+	pausedUntil time.Time
+}
+
+// Work is a task's payload: the delivery and where its record lives.
+type Work struct {
+	Delivery *event.Delivery
+	// Body is the rendered payload, set by the driver on the first attempt
+	// and kept across retries.
+	Body   []byte
+	parked bool  // Task.Offset is a parked offset, not a deliveries one
+	src    int64 // for parked work: the deliveries offset it came from
+}
+
+type disableState uint8
+
+const (
+	disableNone      disableState = iota
+	disableInFlight               // a disable write is out
+	disableRetrying               // the last write failed; retried by Tick
+	disableConfirmed              // written; the endpoint config will show it
+)
+
+// NewOwner returns the owner of cfg.Partition. It reads nothing: call
+// Assign to begin.
+func NewOwner(cfg Config) (*Owner, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	o := &Owner{
+		cfg: cfg, log: cfg.Logger.With("partition", cfg.Partition), lastCommitted: -1,
+		lanes: map[string]*laneState{}, waiting: map[*laneState]struct{}{},
+		stats: map[string]*endpointStats{}, disabling: map[string]disableState{}, disableReasons: map[string]string{}, breakerIDs: map[string]struct{}{},
+	}
+	o.parking.init()
+	o.appends.seq = func(a *Append) uint64 { return a.seq }
+	o.appends.issue = cfg.Effects.Append
+	o.dead.seq = func(w *DeadWrite) uint64 { return w.seq }
+	o.dead.issue = cfg.Effects.WriteDead
+	return o, nil
+}
+
+// Partition is the partition owned.
+func (o *Owner) Partition() int32 { return o.cfg.Partition }
+
+func (o *Owner) now() time.Time { return o.cfg.Clock.Now() }
+
+// Incoming is one deliveries record, decoded by the driver (outside its
+// lock, so attempts finishing meanwhile do not wait on JSON work).
+type Incoming struct {
+	Record   *kgo.Record
+	Delivery *event.Delivery // nil when Err is set
+	Err      error           // the value is not a valid delivery
+}
+
+// Dispatch hands freshly fetched records of the partition to their lanes.
+//
+// The whole batch is routed before any lane starts work, so that a state
+// update is replaced by a newer revision of the same entity in the same
+// batch instead of starting first. That matters most on a replay after a
+// crash or a lost partition: the backlog since the watermark arrives at
+// once, and a revision that was superseded before the crash must not be
+// delivered after its successors.
+func (o *Owner) Dispatch(records []Incoming, highWatermark int64) {
+	if o.stopped || !o.discovered {
+		if !o.stopped {
+			o.early = append(o.early, earlyBatch{records, highWatermark})
+		}
+		return
+	}
+	now := o.now()
+	o.highWatermark = highWatermark
+	var touched []*laneState // in first-touch order: the owner is deterministic
+	seen := map[*laneState]bool{}
+	for i := range records {
+		in := &records[i]
+		if o.tracker == nil {
+			o.tracker = NewTracker(in.Record.Offset)
+		}
+		if !o.tracker.Add(in.Record.Offset, now) {
+			continue // below what this owner already tracks: a duplicate fetch
+		}
+		if ls := o.route(in, now); ls != nil && !seen[ls] {
+			seen[ls] = true
+			touched = append(touched, ls)
+		}
+	}
+	for _, ls := range touched {
+		if o.lanes[ls.id] == ls && o.parked[ls.id] == nil {
+			o.pump(ls, now)
+		}
+	}
+	o.flushOutboxes(now)
+}
+
+// route sends a record to its lane, to the parked log when the endpoint is
+// parked, or to its dead letter when it cannot be delivered at all. It
+// returns the lane to pump, if any.
+func (o *Owner) route(in *Incoming, now time.Time) *laneState {
+	r := in.Record
+	offset := r.Offset
+	if _, ok := o.alreadyParked[offset]; ok {
+		delete(o.alreadyParked, offset) // replayed after a restart: already in the parked log
+		o.tracker.Done(offset)
+		return nil
+	}
+	if in.Err != nil {
+		dl := event.DeadLetter{
+			ID: fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset), Reason: event.ReasonInvalidDelivery,
+			Detail: in.Err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key),
+			Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
+		}
+		dl.SetRaw(r.Value)
+		o.writeDead(dl, func() { o.trackerDone(offset) })
+		return nil
+	}
+	d := in.Delivery
+	ep, ok := o.cfg.Endpoints.Get(d.EndpointID)
+	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable && !o.holdsWork(d.EndpointID) {
+		o.writeDead(deadLetterOf(d, reason, detail, now), func() { o.trackerDone(offset) })
+		o.noteOutcome(d.EndpointID, kindDead, now)
+		return nil
+	}
+	// An undeliverable endpoint that still holds work takes the lane's
+	// path below: its earlier deliveries die first, so the dead topic keeps
+	// each entity's order for redrive.
+	if pl, ok := o.parked[d.EndpointID]; ok {
+		o.enqueueAppend(pl, d, offset)
+		return nil
+	}
+	ls := o.lane(d.EndpointID, ep.MaxConcurrency)
+	t := &Task{
+		Offset: offset, Partition: r.Partition, Entity: d.Entity, Revision: d.Revision,
+		Coalesce: d.Coalesce, NotBefore: d.NotBefore, EnqueuedAt: now, Attempts: d.Attempts,
+		Payload: &Work{Delivery: d, src: -1},
+	}
+	for _, old := range ls.lane.Push(t) {
+		o.superseded(ls, old)
+	}
+	if ls.lane.Pending() > o.cfg.LaneBuffer {
+		o.park(ls, "lane_buffer")
+		return nil
+	}
+	return ls
+}
+
+func (o *Owner) trackerDone(offset int64) {
+	if o.tracker != nil {
+		o.tracker.Done(offset)
+	}
+}
+
+// holdsWork reports whether the endpoint has a lane or a parked backlog.
+func (o *Owner) holdsWork(id string) bool {
+	_, laned := o.lanes[id]
+	_, parked := o.parked[id]
+	return laned || parked
+}
+
+// undeliverableReason says why deliveries to ep must end as dead letters.
+func undeliverableReason(ep endpoint.Endpoint, exists bool) (reason, detail string, undeliverable bool) {
+	switch {
+	case !exists:
+		return event.ReasonEndpointDeleted, "the endpoint no longer exists", true
+	case ep.Status != endpoint.StatusActive:
+		return event.ReasonEndpointDisabled, ep.DisabledReason, true
+	}
+	return "", "", false
+}
+
+func deadLetterOf(d *event.Delivery, reason, detail string, now time.Time) event.DeadLetter {
+	return event.DeadLetter{
+		ID: d.EventID + ":" + d.EndpointID, Reason: reason, Detail: detail, DeadAt: now.UTC(),
+		EndpointID: d.EndpointID, Delivery: d,
+	}
+}
+
+// lane returns the endpoint's lane, creating it (and asking for its
+// breaker's state) on first use.
+func (o *Owner) lane(id string, maxConcurrency int) *laneState {
+	ls, ok := o.lanes[id]
+	if ok {
+		return ls
+	}
+	ls = &laneState{id: id, lane: NewLane(id, maxConcurrency), running: map[*Task]struct{}{}}
+	o.lanes[id] = ls
+	o.statsOf(id)
+	b := o.cfg.Breakers
+	ls.breakerLoaded = b == nil || b.Loaded(id)
+	if b != nil {
+		o.breakerIDs[id] = struct{}{}
+	}
+	if !ls.breakerLoaded {
+		o.cfg.Effects.WarmBreaker(id)
+	}
+	return ls
+}
+
+// BreakerWarmed lets the endpoint's lane start once its breaker is loaded
+// (or its load failed: it then starts closed, as after a Redis flush).
+func (o *Owner) BreakerWarmed(id string) {
+	ls, ok := o.lanes[id]
+	if !ok || ls.breakerLoaded {
+		return
+	}
+	ls.breakerLoaded = true
+	if !o.stopped {
+		o.pump(ls, o.now())
+		o.flushOutboxes(o.now())
+	}
+}
+
+// Tick does what time brings: lanes whose retry delay or breaker pause
+// has passed start again, live config changes apply, lanes that cannot
+// keep up park, parked lanes refill, failed produces are retried. The
+// driver calls it often (every few milliseconds).
+func (o *Owner) Tick() {
+	if o.stopped {
+		return
+	}
+	now := o.now()
+	o.wake(now)
+	o.retryDisables()
+	o.flushOutboxes(now)
+	o.refillParked()
+	o.releaseEarly()
+}
+
+// Maintain applies live endpoint config changes (a raised max_concurrency
+// starts waiting work without waiting for a completion) and parks every
+// lane that cannot keep up. The driver calls it about once a second, before
+// it commits.
+func (o *Owner) Maintain() {
+	if o.stopped {
+		return
+	}
+	now := o.now()
+	for _, id := range sortedKeys(o.lanes) {
+		o.maintainLane(o.lanes[id], now)
+	}
+	o.refillParked()
+	o.flushOutboxes(now)
+}
+
+func (o *Owner) maintainLane(ls *laneState, now time.Time) {
+	ep, ok := o.cfg.Endpoints.Get(ls.id)
+	if !ok || ep.Status != endpoint.StatusActive {
+		if b := o.cfg.Breakers; b != nil && b.Get(ls.id) != (breakerZero) {
+			b.Reset(ls.id) // re-enabled, it starts with a clean record
+		}
+		if ls.lane.Pending() > 0 {
+			o.pump(ls, now) // dead-letters the lane's backlog
+		}
+		return
+	}
+	if ep.Status == endpoint.StatusActive && o.disabling[ls.id] == disableConfirmed {
+		delete(o.disabling, ls.id) // re-enabled since
+	}
+	ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+	if o.parked[ls.id] == nil {
+		if why := o.parkReason(ls, ep, now); why != "" {
+			o.park(ls, why)
+			return
+		}
+	}
+	if ls.lane.Pending() > 0 {
+		o.pump(ls, now)
+	}
+}
+
+func (o *Owner) parkReason(ls *laneState, ep endpoint.Endpoint, now time.Time) string {
+	switch {
+	case ep.Paused:
+		return "paused"
+	case o.cfg.Breakers != nil && o.cfg.Breakers.Get(ls.id).State == breakerOpen:
+		return "breaker"
+	case ls.lane.Pending() == 0:
+		return ""
+	case ls.lane.Pending() > o.cfg.LaneBuffer:
+		return "lane_buffer"
+	}
+	if oldest, ok := ls.lane.OldestEnqueuedAt(); ok && now.Sub(oldest) > o.cfg.ParkAfter {
+		return "park_after"
+	}
+	return ""
+}
+
+// wake restarts lanes whose retry delay or breaker pause has passed.
+func (o *Owner) wake(now time.Time) {
+	waiting := make([]*laneState, 0, len(o.waiting))
+	for ls := range o.waiting {
+		waiting = append(waiting, ls)
+	}
+	slices.SortFunc(waiting, func(a, b *laneState) int { return strings.Compare(a.id, b.id) })
+	for _, ls := range waiting {
+		if now.Before(ls.pausedUntil) {
+			continue // the breaker is open
+		}
+		at, ok := ls.lane.NextWakeup()
+		if !ls.pausedUntil.IsZero() || (ok && !at.After(now)) {
+			ls.pausedUntil = time.Time{}
+			delete(o.waiting, ls)
+			o.pump(ls, now)
+		} else if !ok {
+			delete(o.waiting, ls)
+		}
+	}
+}
+
+// flushOutboxes issues the parked appends and dead letters that may go.
+func (o *Owner) flushOutboxes(now time.Time) {
+	o.appends.flush(now, o.cfg.MaxAppendsInFlight)
+	o.dead.flush(now, 0)
+}
+
+// Backpressured reports whether the driver should stop fetching the
+// partition: parked appends are piling up (the parked partition is slow or
+// unavailable), or the owner is still reading its parked partition.
+func (o *Owner) Backpressured() bool {
+	return o.appends.pending() > o.cfg.MaxQueuedAppends || !o.discovered
+}
+
+// Watermarks returns the deliveries and parked offsets to commit, -1 for
+// one that has not moved since it was last committed.
+func (o *Owner) Watermarks() (deliveries, parked int64) {
+	deliveries, parked = -1, -1
+	if o.tracker != nil {
+		if w := o.tracker.Watermark(); w != o.lastCommitted {
+			deliveries = w
+		}
+	}
+	if !o.discovered {
+		return deliveries, -1
+	}
+	if w := o.parkedCommitOffset(); w != o.lastParkedCommit {
+		parked = w
+	}
+	return deliveries, parked
+}
+
+// Committed records what the driver committed (-1: that one was not).
+func (o *Owner) Committed(deliveries, parked int64) {
+	if deliveries >= 0 {
+		o.lastCommitted = deliveries
+	}
+	if parked >= 0 {
+		o.lastParkedCommit = parked
+	}
+}
+
+// Stop gives the partition up: every unstarted task is dropped (the next
+// owner reads it again from the committed watermark), nothing new starts,
+// and produces not yet issued are dropped (their offsets stay unfinished,
+// so the watermark holds them). Attempts and produces in flight still
+// complete through their methods; Idle reports when none is left.
+func (o *Owner) Stop() {
+	if o.stopped {
+		return
+	}
+	o.stopped = true
+	for _, ls := range o.lanes {
+		ls.lane.DrainUnstarted()
+	}
+	clear(o.waiting)
+	o.early = nil
+	o.appends.drop()
+	o.dead.drop()
+}
+
+// Stopped reports whether Stop was called.
+func (o *Owner) Stopped() bool { return o.stopped }
+
+// Idle reports whether nothing the owner started is still out: no attempt,
+// no append, no dead letter and no parked read.
+func (o *Owner) Idle() bool {
+	return o.inFlight == 0 && o.appends.inFlight == 0 && o.dead.inFlight == 0 && o.reads == 0
+}
+
+// EndpointIDs returns every endpoint whose breaker this owner used, for the
+// driver to hand their breakers over (flush to Redis, forget) on release.
+func (o *Owner) EndpointIDs() []string {
+	ids := make([]string, 0, len(o.breakerIDs))
+	for id := range o.breakerIDs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Footprint counts what the owner holds in memory, for the simulator's
+// check that every structure stays within its configured bound.
+type Footprint struct {
+	Lanes, Tasks, Entities int
+	ParkedLanes            int
+	Loaded                 int // parked tasks read back and in a lane
+	Unfinished             int // parked offsets read back, not finished
+	Copies                 int
+	QueuedAppends          int
+	QueuedDeadLetters      int
+	AlreadyParked          int
+	Tracked                int // deliveries offsets tracked, finished or not
+}
+
+// Footprint returns what the owner holds now.
+func (o *Owner) Footprint() Footprint {
+	f := Footprint{Lanes: len(o.lanes), ParkedLanes: len(o.parked), QueuedAppends: o.appends.pending(),
+		QueuedDeadLetters: o.dead.pending(), AlreadyParked: len(o.alreadyParked)}
+	for _, ls := range o.lanes {
+		f.Tasks += ls.lane.Pending() + ls.lane.InFlight()
+		f.Entities += ls.lane.Entities()
+	}
+	for _, pl := range o.parked {
+		f.Loaded += pl.inLane
+		f.Unfinished += len(pl.unfinished)
+		f.Copies += len(pl.copies)
+	}
+	if o.tracker != nil {
+		f.Tracked = o.tracker.size
+	}
+	return f
+}
+
+// Drained reports whether the owner holds no work at all: no lane, no
+// parked backlog, nothing to produce and every tracked offset finished.
+func (o *Owner) Drained() bool {
+	return len(o.lanes) == 0 && len(o.parked) == 0 && o.appends.pending() == 0 && o.dead.pending() == 0 &&
+		(o.tracker == nil || o.tracker.Outstanding() == 0) && o.Idle()
+}
+
+// sortedKeys returns m's keys in order: the owner iterates maps in a fixed
+// order, so that one seed of the simulator always makes the same run.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Attempt(string, float64) {}
+func (noMetrics) Ended(string)            {}
+func (noMetrics) Dead(string)             {}
+func (noMetrics) Superseded(int)          {}
+func (noMetrics) Parked(string)           {}
+func (noMetrics) ParkedExpired(int)       {}

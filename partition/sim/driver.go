@@ -1,0 +1,476 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/partition"
+)
+
+// instance is one Laneway process owning the partition: the simulated
+// delivery stage driving a partition.Owner, as engine.DeliveryStage does.
+type instance struct {
+	s     *Sim
+	gen   int
+	owner *partition.Owner
+	brk   *breakers
+
+	alive    bool // the process runs (false after a crash)
+	owning   bool // assigned and not stopped
+	fetchPos int64
+	attempts []*attemptRun // in flight, in start order
+	appends  produceQueue
+	deads    produceQueue
+	// landOnCrash decide, at a crash, whether each produce in flight
+	// reached the broker anyway.
+	landOnCrash []func()
+	// released is closed over by the release in progress; nil otherwise.
+	release *releaseState
+}
+
+type attemptRun struct {
+	a     *partition.Attempt
+	key   streamKey
+	elem  int
+	ended bool
+}
+
+// produceQueue is one partition's produces in flight, acknowledged in the
+// order they were issued, as Kafka does.
+type produceQueue struct {
+	lastAck  time.Time
+	inFlight []*produce
+}
+
+type produce struct {
+	doomed bool // an earlier produce failed: this one fails too
+	done   bool
+}
+
+func (s *Sim) newInstance() *instance {
+	s.gen++
+	in := &instance{s: s, gen: s.gen, alive: true}
+	in.brk = newBreakers(s.p.breaker, s.redis)
+	owner, err := partition.NewOwner(partition.Config{
+		Partition: 0, ParkedTopic: "parked", DeadTopic: "dead",
+		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
+		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
+		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends,
+		Metrics: &s.metrics, Logger: s.logger,
+	})
+	if err != nil {
+		panic(err)
+	}
+	in.owner = owner
+	return in
+}
+
+// assign makes the instance the partition's owner from the commits.
+func (in *instance) assign() {
+	in.owning = true
+	in.fetchPos = in.s.kafka.deliveriesCommit
+	in.s.tracef("gen %d assigned: deliveries from %d, parked from %d", in.gen, in.fetchPos, in.s.kafka.parkedCommit)
+	in.owner.Assign(in.s.kafka.parkedCommit, in.s.kafka.deliveriesCommit)
+	in.s.after(in.s.p.pollEvery, in.poll)
+	in.s.after(in.s.p.tickEvery, in.tick)
+	in.s.after(in.s.p.commitEvery, in.maintain)
+}
+
+func (in *instance) active() bool { return in.alive && in.owning }
+
+// poll fetches what the deliveries partition has beyond fetchPos, unless
+// the owner asks for backpressure or Kafka is down.
+func (in *instance) poll() {
+	if !in.active() {
+		return
+	}
+	defer in.s.after(in.s.p.pollEvery, in.poll)
+	k := in.s.kafka
+	if k.down || in.owner.Backpressured() || in.fetchPos >= int64(len(k.deliveries)) {
+		return
+	}
+	n := 1 + in.s.rng.IntN(in.s.p.maxPollRecords)
+	var batch []partition.Incoming
+	for ; in.fetchPos < int64(len(k.deliveries)) && len(batch) < n; in.fetchPos++ {
+		lr := k.deliveries[in.fetchPos]
+		if lr.aborted {
+			continue
+		}
+		rec := *lr.rec
+		d, err := event.ParseDelivery(rec.Value)
+		inc := partition.Incoming{Record: &rec, Err: err}
+		if err == nil {
+			inc.Delivery = &d
+		}
+		batch = append(batch, inc)
+	}
+	if len(batch) > 0 {
+		in.s.tracef("gen %d dispatch %d records up to offset %d", in.gen, len(batch), in.fetchPos-1)
+		in.owner.Dispatch(batch, int64(len(k.deliveries)))
+		in.s.checkMemory(in)
+	}
+}
+
+func (in *instance) tick() {
+	if !in.active() {
+		return
+	}
+	in.owner.Tick()
+	in.s.after(in.s.p.tickEvery, in.tick)
+}
+
+// maintain applies config changes and commits, like the stage's commit
+// loop.
+func (in *instance) maintain() {
+	if !in.active() {
+		return
+	}
+	in.owner.Maintain()
+	in.commit()
+	in.s.checkMemory(in)
+	in.s.after(in.s.p.commitEvery, in.maintain)
+}
+
+// commit commits the owner's watermarks; a commit fails while Kafka is
+// down and now and then at random.
+func (in *instance) commit() {
+	dw, pw := in.owner.Watermarks()
+	if dw < 0 && pw < 0 {
+		return
+	}
+	if in.s.kafka.down || in.s.chance(in.s.p.commitFailure) {
+		in.s.tracef("gen %d commit failed (deliveries %d, parked %d)", in.gen, dw, pw)
+		in.owner.Committed(-1, -1)
+		return
+	}
+	if dw >= 0 {
+		in.s.checkCommit("deliveries", dw)
+		in.s.kafka.deliveriesCommit = dw
+	}
+	if pw >= 0 {
+		in.s.checkCommit("parked", pw)
+		in.s.kafka.parkedCommit = pw
+	}
+	in.s.tracef("gen %d committed deliveries %d, parked %d", in.gen, dw, pw)
+	in.owner.Committed(dw, pw)
+}
+
+// Send starts an HTTP attempt at the simulated receiver.
+func (in *instance) Send(a *partition.Attempt) {
+	s := in.s
+	d := a.Delivery
+	key := streamKey{d.EndpointID, d.Entity}
+	elem, _ := elementOf(d)
+	s.receiver.inFlight[key]++
+	if n := s.receiver.inFlight[key]; n > 1 {
+		s.violate("rule 2: %d attempts of %s/%s in flight at once (element %d, gen %d)", n, key.endpoint, key.entity, elem, in.gen)
+	}
+	run := &attemptRun{a: a, key: key, elem: elem}
+	in.attempts = append(in.attempts, run)
+	res, latency := s.answer(d.EndpointID)
+	s.tracef("gen %d send element %d (%s/%s rev %d, attempt %d) → %s in %v", in.gen, elem, key.endpoint, key.entity,
+		d.Revision, d.Attempts+1, describe(res), latency)
+	s.after(latency, func() { in.attemptEnded(run, res) })
+}
+
+// attemptEnded is the receiver's answer arriving.
+func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
+	if run.ended {
+		return // the process died, or the attempt was canceled
+	}
+	a := run.a
+	in.endAttempt(run)
+	if res.Err == nil {
+		in.s.delivered(run.elem, a.Delivery)
+	}
+	in.owner.AttemptDone(a, partition.AttemptResult{Result: res})
+	in.afterEffect()
+}
+
+// endAttempt ends an attempt at the receiver: it is no longer in flight.
+func (in *instance) endAttempt(run *attemptRun) {
+	run.ended = true
+	in.attempts = slices.DeleteFunc(in.attempts, func(r *attemptRun) bool { return r == run })
+	in.s.receiver.inFlight[run.key]--
+}
+
+// cancelAttempts ends every attempt still running as canceled (the stage
+// cancels them at the revoke deadline).
+func (in *instance) cancelAttempts() {
+	for _, run := range slices.Clone(in.attempts) {
+		a := run.a
+		in.endAttempt(run)
+		in.s.tracef("gen %d cancel element %d at the revoke deadline", in.gen, run.elem)
+		cause := errors.New("revoke deadline")
+		in.owner.AttemptDone(a, partition.AttemptResult{Result: deliver.Result{Err: &deliver.CanceledError{Cause: cause}}})
+	}
+}
+
+// Append produces a parked record.
+func (in *instance) Append(a *partition.Append) {
+	in.produce(&in.appends, func(ok bool) {
+		if !ok {
+			in.owner.Appended(a, -1, errProduce)
+			return
+		}
+		in.owner.Appended(a, in.s.kafka.appendParked(a.Record), nil)
+	}, func() { in.s.kafka.appendParked(a.Record) })
+}
+
+// WriteDead produces a dead letter.
+func (in *instance) WriteDead(w *partition.DeadWrite) {
+	in.produce(&in.deads, func(ok bool) {
+		if !ok {
+			in.owner.DeadWritten(w, errProduce)
+			return
+		}
+		in.s.deadLetter(w.Letter)
+		in.owner.DeadWritten(w, nil)
+	}, func() { in.s.deadLetter(w.Letter) })
+}
+
+var errProduce = errors.New("sim: produce failed")
+
+// produce acknowledges in order, after a random latency; a failure fails
+// every produce issued before it and still in flight. land writes the
+// record when the process dies with the produce in flight and the broker
+// had it anyway.
+func (in *instance) produce(q *produceQueue, ack func(ok bool), land func()) {
+	s := in.s
+	p := &produce{}
+	q.inFlight = append(q.inFlight, p)
+	at := s.now.Add(s.latency(s.p.produceLatency))
+	if !at.After(q.lastAck) {
+		at = q.lastAck.Add(time.Nanosecond) // acknowledged strictly in order
+	}
+	q.lastAck = at
+	s.at(at, func() {
+		if p.done {
+			return
+		}
+		p.done = true
+		q.inFlight = slices.DeleteFunc(q.inFlight, func(x *produce) bool { return x == p })
+		if !in.alive {
+			return
+		}
+		ok := !p.doomed && !s.kafka.down && !s.chance(s.p.produceFailure)
+		if !ok {
+			for _, later := range q.inFlight {
+				later.doomed = true
+			}
+		}
+		ack(ok)
+		in.afterEffect()
+	})
+	in.landOnCrash = append(in.landOnCrash, func() {
+		if !p.done && !p.doomed && !s.kafka.down && s.chance(0.5) {
+			land()
+		}
+		p.done = true
+	})
+}
+
+// Read reads the parked partition.
+func (in *instance) Read(r *partition.Read) {
+	s := in.s
+	s.after(s.latency(s.p.readLatency), func() {
+		if !in.alive {
+			return
+		}
+		res, err := s.readParked(r.From)
+		in.owner.ReadDone(r, res, err)
+		in.afterEffect()
+	})
+}
+
+// Disable writes the endpoint's status.
+func (in *instance) Disable(id, reason string) {
+	s := in.s
+	s.after(s.latency(s.p.produceLatency), func() {
+		if !in.alive {
+			return
+		}
+		var err error
+		if s.kafka.down || s.chance(s.p.produceFailure) {
+			err = errProduce
+		} else if ep, ok := s.endpoints[id]; ok {
+			ep.Status, ep.DisabledReason = "disabled", reason
+			s.endpoints[id] = ep
+			s.tracef("endpoint %s disabled by gen %d: %s", id, in.gen, reason)
+		}
+		in.owner.DisableDone(id, err)
+		in.afterEffect()
+	})
+}
+
+// WarmBreaker loads a breaker from "Redis".
+func (in *instance) WarmBreaker(id string) {
+	in.s.after(in.s.latency(in.s.p.readLatency), func() {
+		if !in.alive {
+			return
+		}
+		in.brk.warm(id)
+		in.owner.BreakerWarmed(id)
+		in.afterEffect()
+	})
+}
+
+// LoadHealth loads nothing: health snapshots are not simulated.
+func (in *instance) LoadHealth(string) {}
+
+// afterEffect runs after every completion: a released owner may now be
+// idle.
+func (in *instance) afterEffect() {
+	if rs := in.release; rs != nil && in.owner.Idle() {
+		in.release = nil
+		rs.finish()
+	}
+	in.s.checkMemory(in)
+}
+
+// crash kills the process: memory is gone, attempts end (their connections
+// reset), produces in flight land or not.
+func (in *instance) crash() {
+	in.alive, in.owning = false, false
+	for _, run := range slices.Clone(in.attempts) {
+		in.endAttempt(run)
+	}
+	for _, land := range in.landOnCrash {
+		land()
+	}
+	in.landOnCrash = nil
+	in.s.tracef("gen %d crashed", in.gen)
+}
+
+// releaseState is a revoke or loss in progress.
+type releaseState struct {
+	in       *instance
+	commit   bool
+	finished bool
+	then     func()
+}
+
+// startRelease stops the owner and waits for it to be idle, up to the
+// revoke deadline, where attempts still out are canceled; then it commits
+// (on a revoke), hands the breakers over and calls then.
+func (in *instance) startRelease(commit bool, then func()) {
+	in.owning = false
+	in.owner.Stop()
+	rs := &releaseState{in: in, commit: commit, then: then}
+	in.s.tracef("gen %d releasing (commit %v)", in.gen, commit)
+	if in.owner.Idle() {
+		rs.finish()
+		return
+	}
+	in.release = rs
+	in.s.after(in.s.p.revokeTimeout, func() {
+		if rs.finished {
+			return
+		}
+		in.cancelAttempts()
+		in.release = nil
+		rs.finish()
+	})
+}
+
+func (rs *releaseState) finish() {
+	if rs.finished {
+		return
+	}
+	rs.finished = true
+	in := rs.in
+	if rs.commit && in.alive {
+		in.commit()
+		in.brk.flush()
+	}
+	in.s.tracef("gen %d released", in.gen)
+	rs.then()
+}
+
+func describe(res deliver.Result) string {
+	if res.Err == nil {
+		return "200"
+	}
+	var se *deliver.StatusError
+	if errors.As(res.Err, &se) {
+		return fmt.Sprint(se.Code)
+	}
+	return res.Err.Error()
+}
+
+// answer decides the receiver's answer and its latency, by the endpoint's
+// current mode.
+func (s *Sim) answer(endpointID string) (deliver.Result, time.Duration) {
+	timeout := s.p.attemptTimeout
+	lat := s.latency(s.p.answerLatency)
+	status := func(code int) deliver.Result {
+		return deliver.Result{Err: &deliver.StatusError{Code: code}, StatusCode: code, Duration: lat}
+	}
+	ok := deliver.Result{StatusCode: 200, Duration: lat}
+	switch s.modes[endpointID] {
+	case modeFlaky:
+		switch s.rng.IntN(10) {
+		case 0:
+			return status(500), lat
+		case 1:
+			return deliver.Result{Err: &deliver.TransportError{Err: errors.New("connection reset")}, Duration: lat}, lat
+		case 2:
+			return deliver.Result{Err: &deliver.TimeoutError{After: timeout}, Duration: timeout}, timeout
+		}
+	case modeFailing:
+		if s.chance(0.3) {
+			return deliver.Result{Err: &deliver.TimeoutError{After: timeout}, Duration: timeout}, timeout
+		}
+		return status(http.StatusServiceUnavailable), lat
+	case modeSlow:
+		lat = timeout / 2
+		ok.Duration = lat
+		if s.chance(0.2) {
+			return deliver.Result{Err: &deliver.TimeoutError{After: timeout}, Duration: timeout}, timeout
+		}
+	case modeThrottling:
+		if s.chance(0.7) {
+			r := status(http.StatusTooManyRequests)
+			r.RetryAfter = time.Duration(1+s.rng.IntN(5)) * time.Second
+			return r, lat
+		}
+	case modeGone:
+		return status(http.StatusGone), lat
+	case modeTooLarge:
+		if s.chance(0.3) {
+			return status(http.StatusRequestEntityTooLarge), lat
+		}
+	}
+	return ok, lat
+}
+
+// readParked answers a read of the parked partition from offset.
+func (s *Sim) readParked(from int64) (partition.ReadResult, error) {
+	k := s.kafka
+	end := int64(len(k.parked))
+	res := partition.ReadResult{End: end, LogStart: k.parkedLogStart, Next: from}
+	if k.down || s.chance(s.p.readFailure) {
+		return res, errors.New("sim: parked read failed")
+	}
+	if from < k.parkedLogStart || from > end {
+		res.OutOfRange = true
+		return res, nil
+	}
+	n := 1 + s.rng.IntN(s.p.readRecords)
+	for o := from; o < end && len(res.Records) < n; o++ {
+		rec := *k.parked[o].rec
+		res.Records = append(res.Records, &rec)
+		res.Next = o + 1
+	}
+	return res, nil
+}
+
+var _ partition.Effects = (*instance)(nil)
+var _ = kgo.Record{}

@@ -1,0 +1,234 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/partition"
+)
+
+// The oracle. It knows the deliveries log (every accepted element, in
+// order), what the receivers answered 2xx, the dead-letter topic and the
+// commits, and checks after every step or at the end:
+//
+//  1. every element is delivered, dead-lettered (with a reason), or
+//     superseded by coalescing, where a superseding element counts only if
+//     it is itself delivered, dead-lettered or superseded in turn. The
+//     rule is the lane's: a state is superseded by the next element of its
+//     (endpoint, entity) stream when that is a state of a revision at
+//     least as high, or by the element before it when that is a state of a
+//     higher revision (an older state arriving late);
+//  2. never two attempts of one (endpoint, entity) in flight at once,
+//     across owners (checked as attempts start, in driver.go);
+//  3. per (endpoint, entity), no first delivery of an element after an
+//     element later in the stream was delivered (replays of an event
+//     already delivered are duplicates, not disorder; a redrive publishes
+//     its elements at the end of the stream);
+//  4. no commit, of deliveries or parked, passes unfinished work;
+//  5. the owner's memory stays within the bounds its configuration sets;
+//  6. liveness: once faults stop, everything drains within drainWithin.
+
+// delivered records a 2xx for element i and checks rule 3.
+func (s *Sim) delivered(i int, d *event.Delivery) {
+	r := s.receiver
+	r.delivered[i]++
+	r.lastDelivery = s.now
+	e := s.elements[i]
+	key := streamKey{e.endpoint, e.entity}
+	ek := eventKey{e.event, e.endpoint}
+	if !r.deliveredEvents[ek] {
+		if max, ok := r.maxPos[key]; ok && max > e.pos {
+			s.violate("rule 3: element %d (%s rev %d, position %d) first delivered after position %d of %s/%s",
+				i, e.event, e.revision, e.pos, max, key.endpoint, key.entity)
+		}
+		r.deliveredEvents[ek] = true
+	}
+	if max, ok := r.maxPos[key]; !ok || e.pos > max {
+		r.maxPos[key] = e.pos
+	}
+	s.tracef("delivered element %d (%s %s/%s rev %d)", i, e.event, key.endpoint, key.entity, e.revision)
+}
+
+// deadLetter records a dead letter that landed in Kafka.
+func (s *Sim) deadLetter(dl event.DeadLetter) {
+	s.kafka.dead = append(s.kafka.dead, dl)
+	if dl.Reason == "" {
+		s.violate("rule 1: a dead letter without a reason: %s", dl.ID)
+	}
+	var e *element
+	switch {
+	case dl.Delivery != nil:
+		if i, ok := elementOf(dl.Delivery); ok {
+			e = s.elements[i]
+		}
+	case strings.HasPrefix(dl.Source, "deliveries/"):
+		if o, err := strconv.ParseInt(dl.Source[strings.LastIndex(dl.Source, "/")+1:], 10, 64); err == nil {
+			e = s.byOffset[o]
+		}
+	}
+	if e == nil {
+		s.violate("rule 1: a dead letter names no element: %s (%s)", dl.ID, dl.Reason)
+		return
+	}
+	s.deadElem[e.index] = true
+	s.tracef("dead letter element %d: %s", e.index, dl.Reason)
+}
+
+func (s *Sim) settled(e *element) bool {
+	return s.deadElem[e.index] || (!e.invalid && s.receiver.deliveredEvents[eventKey{e.event, e.endpoint}])
+}
+
+// supersedersOf returns the elements that may supersede e by the lane's
+// rule, given the order of its stream.
+func (s *Sim) supersedersOf(e *element) []*element {
+	if e.invalid || !e.coalesce {
+		return nil
+	}
+	stream := s.streams[streamKey{e.endpoint, e.entity}]
+	var out []*element
+	if e.pos+1 < len(stream) {
+		if next := stream[e.pos+1]; next.coalesce && next.revision >= e.revision {
+			out = append(out, next)
+		}
+	}
+	// An older state arriving late is dropped for the newer pending one.
+	for i := e.pos - 1; i >= 0; i-- {
+		prev := stream[i]
+		if !prev.coalesce {
+			break
+		}
+		if prev.revision > e.revision {
+			out = append(out, prev)
+			break
+		}
+	}
+	return out
+}
+
+// finished reports whether e needs nothing more: settled, or superseded by
+// an element that is finished or, when pending is given, still pending.
+func (s *Sim) finished(e *element, pending func(*element) bool, seen map[int]bool) bool {
+	if s.settled(e) {
+		return true
+	}
+	if seen[e.index] {
+		return false
+	}
+	seen[e.index] = true
+	for _, sup := range s.supersedersOf(e) {
+		if (pending != nil && pending(sup)) || s.finished(sup, pending, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkCommit checks rule 4 for a commit about to be made.
+func (s *Sim) checkCommit(log string, offset int64) {
+	k := s.kafka
+	deliveriesAt, parkedAt := k.deliveriesCommit, k.parkedCommit
+	if log == "deliveries" {
+		deliveriesAt = offset
+	} else {
+		parkedAt = offset
+	}
+	parkedSrc := s.parkedSources(parkedAt)
+	// pending: work that a restart would still do from these commits.
+	pending := func(e *element) bool { return e.offset >= deliveriesAt || parkedSrc[e.offset] }
+	check := func(e *element, where string) {
+		if !s.finished(e, pending, map[int]bool{}) {
+			s.violate("rule 4: the %s commit to %d passes element %d (%s %s/%s rev %d at %s), unfinished",
+				log, offset, e.index, e.event, e.endpoint, e.entity, e.revision, where)
+		}
+	}
+	if log == "deliveries" {
+		for o := k.deliveriesCommit; o < offset; o++ {
+			if e := s.byOffset[o]; e != nil && !parkedSrcAny(s, o) {
+				check(e, "deliveries "+strconv.FormatInt(o, 10))
+			}
+		}
+		return
+	}
+	for o := max(k.parkedCommit, k.parkedLogStart); o < offset && o < int64(len(k.parked)); o++ {
+		if e := s.parkedElement(o); e != nil && e.offset < deliveriesAt && !parkedSrc[e.offset] {
+			check(e, "parked "+strconv.FormatInt(o, 10))
+		}
+	}
+}
+
+// parkedSources returns the deliveries offsets that have a parked record
+// at or above from.
+func (s *Sim) parkedSources(from int64) map[int64]bool {
+	out := map[int64]bool{}
+	for o := max(from, s.kafka.parkedLogStart); o < int64(len(s.kafka.parked)); o++ {
+		out[partition.SrcOffset(s.kafka.parked[o].rec)] = true
+	}
+	return out
+}
+
+// parkedSrcAny reports whether a parked record came from deliveries
+// offset o (its delivery then lives on in the parked log).
+func parkedSrcAny(s *Sim, o int64) bool {
+	for _, lr := range s.kafka.parked {
+		if partition.SrcOffset(lr.rec) == o {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Sim) parkedElement(o int64) *element {
+	d, err := event.ParseDelivery(s.kafka.parked[o].rec.Value)
+	if err != nil {
+		return nil
+	}
+	i, ok := elementOf(&d)
+	if !ok {
+		return nil
+	}
+	return s.elements[i]
+}
+
+// allSettled reports whether every element is finished (rule 1).
+func (s *Sim) allSettled() bool {
+	for _, e := range s.elements {
+		if !s.finished(e, nil, map[int]bool{}) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkMemory checks rule 5: every structure of the owner within the
+// bound its configuration sets.
+func (s *Sim) checkMemory(in *instance) {
+	f := in.owner.Footprint()
+	p := s.p
+	lanes := p.endpoints
+	bounds := []struct {
+		what      string
+		got, most int
+	}{
+		{"tasks in lanes", f.Tasks, lanes * (p.laneBuffer + p.maxPollRecords + p.parkedWindow + 8)},
+		{"parked tasks read back", f.Loaded, lanes * p.parkedWindow},
+		{"parked offsets unfinished", f.Unfinished, lanes * (p.parkedWindow + 8)},
+		{"parked copies", f.Copies, lanes * 8},
+		{"queued appends", f.QueuedAppends, p.maxQueuedAppends + lanes*(p.laneBuffer+p.maxPollRecords+8) + p.maxPollRecords},
+	}
+	for _, b := range bounds {
+		if b.got > b.most {
+			s.violate("rule 5: %s: %d, above the bound %d", b.what, b.got, b.most)
+		}
+	}
+}
+
+// finalChecks checks rule 1 for every element at the end of the run.
+func (s *Sim) finalChecks() {
+	for _, e := range s.elements {
+		if !s.finished(e, nil, map[int]bool{}) {
+			s.violate("rule 1: element %d (%s %s/%s rev %d, offset %d) neither delivered, dead-lettered nor superseded",
+				e.index, e.event, e.endpoint, e.entity, e.revision, e.offset)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/endpoint"
+)
+
+// params is one run's configuration, drawn from its seed.
+type params struct {
+	endpoints, entities, events int
+	produceFor                  time.Duration // events are published over this span
+	faultsFor                   time.Duration // faults happen over this span, then everything heals
+	faults                      int
+	drainWithin                 time.Duration // after healing, everything must be finished within this
+	factShare                   float64       // share of facts (coalesce: false)
+	invalidShare, abortedShare  float64
+
+	retry              deliver.RetryPolicy
+	breaker            breaker.Config
+	disableAfter       time.Duration
+	parkAfter          time.Duration
+	laneBuffer         int
+	parkedWindow       int
+	maxAppendsInFlight int
+	maxQueuedAppends   int
+	maxPollRecords     int
+	readRecords        int
+	attemptTimeout     time.Duration
+	revokeTimeout      time.Duration
+	retention          time.Duration
+
+	pollEvery, tickEvery, commitEvery time.Duration
+	answerLatency, produceLatency     [2]time.Duration
+	readLatency                       [2]time.Duration
+	produceFailure, readFailure       float64
+	commitFailure                     float64
+}
+
+func drawParams(r *rand.Rand) params {
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	p := params{
+		endpoints: 1 + r.IntN(3), entities: 1 + r.IntN(8), events: 10 + r.IntN(60),
+		produceFor: ms(1000, 30000), faultsFor: 60 * time.Second, faults: r.IntN(16),
+		drainWithin: 15 * time.Minute, factShare: []float64{0, 0.3, 1}[r.IntN(3)],
+		invalidShare: []float64{0, 0.03}[r.IntN(2)], abortedShare: []float64{0, 0.1}[r.IntN(2)],
+		retry: deliver.RetryPolicy{
+			Base: ms(200, 2000), Max: ms(3000, 20000), Min: 100 * time.Millisecond,
+			MaxAttempts: 3 + r.IntN(8), MaxAge: ms(40000, 300000),
+		},
+		breaker:            breaker.Config{Threshold: 2 + r.IntN(5), FirstPause: ms(500, 5000), MaxPause: ms(5000, 30000)},
+		disableAfter:       ms(10000, 120000),
+		parkAfter:          ms(500, 5000),
+		laneBuffer:         2 + r.IntN(20),
+		parkedWindow:       2 + r.IntN(8),
+		maxAppendsInFlight: 1 + r.IntN(8),
+		maxQueuedAppends:   5 + r.IntN(50),
+		maxPollRecords:     1 + r.IntN(20),
+		readRecords:        1 + r.IntN(10),
+		attemptTimeout:     ms(500, 5000),
+		pollEvery:          20 * time.Millisecond, tickEvery: 50 * time.Millisecond, commitEvery: time.Second,
+		answerLatency:  [2]time.Duration{time.Millisecond, ms(10, 800)},
+		produceLatency: [2]time.Duration{time.Millisecond, ms(2, 500)},
+		readLatency:    [2]time.Duration{time.Millisecond, ms(2, 300)},
+		produceFailure: []float64{0, 0, 0.05, 0.2}[r.IntN(4)],
+		readFailure:    []float64{0, 0.05}[r.IntN(2)],
+		commitFailure:  []float64{0, 0.1}[r.IntN(2)],
+	}
+	p.revokeTimeout = p.attemptTimeout + 2*time.Second
+	// Retention far beyond the maximum age: max_age dead-letters every
+	// parked record first, so nothing may ever expire unread.
+	p.retention = p.retry.MaxAge + 2*time.Minute
+	return p
+}
+
+// Result is one run's outcome.
+type Result struct {
+	Seed       uint64
+	Violations []string
+	Trace      []string
+	Elements   int
+	Delivered  int
+	Dead       int
+	EndedAt    time.Duration // simulated time the run took
+}
+
+// OK reports whether the run kept every guarantee.
+func (r Result) OK() bool { return len(r.Violations) == 0 }
+
+// Sim is one simulated run.
+type Sim struct {
+	seed  uint64
+	rng   *rand.Rand
+	p     params
+	start time.Time
+	now   time.Time
+	queue eventQueue
+	seq   uint64
+
+	kafka     *kafka
+	endpoints endpoints
+	modes     map[string]receiverMode
+	redis     map[string]breaker.Breaker
+	receiver  *receiver
+	current   *instance
+	gen       int
+	healed    bool
+	done      bool
+
+	elements []*element
+	byOffset map[int64]*element
+	streams  map[streamKey][]*element
+	deadElem map[int]bool
+	redriven map[int]bool // dead elements already redriven
+	revs     map[string]int64
+
+	metrics simMetrics
+	logger  *slog.Logger
+
+	keepTrace  bool
+	trace      []string
+	violations []string
+}
+
+// Options tune a run.
+type Options struct {
+	// Trace keeps the whole trace (else only its last lines on a failure).
+	Trace bool
+}
+
+// Run runs the simulation of seed and checks the oracle.
+func Run(seed uint64, opts Options) Result {
+	s := newSim(seed, opts)
+	s.run()
+	return s.result()
+}
+
+func newSim(seed uint64, opts Options) *Sim {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := &Sim{
+		seed: seed, rng: rng, p: drawParams(rng), start: start, now: start,
+		kafka: &kafka{}, endpoints: endpoints{}, modes: map[string]receiverMode{},
+		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
+		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
+		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
+		keepTrace: opts.Trace,
+	}
+	s.logger = slog.New(traceHandler{s: s})
+	s.metrics.s = s
+	s.kafka.now = s.Now
+	return s
+}
+
+// Now is the simulated clock.
+func (s *Sim) Now() time.Time { return s.now }
+
+func (s *Sim) run() {
+	s.setUp()
+	for !s.done && s.queue.Len() > 0 {
+		ev := heap.Pop(&s.queue).(*scheduled)
+		s.now = ev.at
+		ev.fn()
+		if s.now.Sub(s.start) > s.p.faultsFor+s.p.drainWithin {
+			s.violate("rule 6: not drained %v after the faults stopped", s.p.drainWithin)
+			break
+		}
+	}
+	s.finalChecks()
+}
+
+// setUp creates the endpoints, schedules the events and the faults, and
+// starts the first owner.
+func (s *Sim) setUp() {
+	for i := range s.p.endpoints {
+		id := fmt.Sprintf("ep%d", i)
+		s.endpoints[id] = endpoint.Endpoint{ID: id, Tenant: "t", URL: "http://receiver/" + id,
+			MaxConcurrency: 1 + s.rng.IntN(4), Status: endpoint.StatusActive}
+	}
+	s.tracef("seed %d: %d endpoints, %d entities, %d events, %d faults, facts %.0f%%", s.seed,
+		s.p.endpoints, s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)
+	for range s.p.events {
+		s.at(s.start.Add(s.rand(s.p.produceFor)), s.publish)
+	}
+	for range s.p.faults {
+		s.at(s.start.Add(s.rand(s.p.faultsFor)), s.fault)
+	}
+	s.at(s.start.Add(s.p.faultsFor), s.heal)
+	s.after(time.Second, s.sweepRetention)
+	in := s.newInstance()
+	s.current = in
+	in.assign()
+}
+
+// at schedules fn at t; events at the same time run in a random order.
+func (s *Sim) at(t time.Time, fn func()) {
+	s.seq++
+	heap.Push(&s.queue, &scheduled{at: t, tie: s.rng.Uint64(), seq: s.seq, fn: fn})
+}
+
+func (s *Sim) after(d time.Duration, fn func()) { s.at(s.now.Add(d), fn) }
+
+func (s *Sim) chance(p float64) bool { return p > 0 && s.rng.Float64() < p }
+
+func (s *Sim) rand(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(s.rng.Int64N(int64(d)))
+}
+
+func (s *Sim) latency(r [2]time.Duration) time.Duration { return r[0] + s.rand(r[1]-r[0]) }
+
+func (s *Sim) tracef(format string, args ...any) {
+	line := fmt.Sprintf("%9.3fs ", s.now.Sub(s.start).Seconds()) + fmt.Sprintf(format, args...)
+	s.trace = append(s.trace, line)
+	if !s.keepTrace && len(s.trace) > 4000 {
+		s.trace = append(s.trace[:0], s.trace[2000:]...)
+	}
+}
+
+func (s *Sim) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.tracef("VIOLATION %s", msg)
+	if slices.Contains(s.violations, msg) {
+		return
+	}
+	if len(s.violations) < 20 {
+		s.violations = append(s.violations, msg)
+	}
+}
+
+func (s *Sim) result() Result {
+	r := Result{Seed: s.seed, Violations: s.violations, Trace: s.trace, Elements: len(s.elements), EndedAt: s.now.Sub(s.start)}
+	for _, e := range s.elements {
+		if s.receiver.deliveredEvents[eventKey{e.event, e.endpoint}] {
+			r.Delivered++
+		}
+	}
+	r.Dead = len(s.deadElem)
+	return r
+}
+
+// TraceText is the trace as text.
+func (r Result) TraceText() string { return strings.Join(r.Trace, "\n") }
+
+type scheduled struct {
+	at        time.Time
+	tie       uint64
+	seq       uint64
+	fn        func()
+	heapIndex int
+}
+
+type eventQueue []*scheduled
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	if q[i].tie != q[j].tie {
+		return q[i].tie < q[j].tie
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*scheduled)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	n := len(old)
+	x := old[n-1]
+	old[n-1] = nil
+	*q = old[:n-1]
+	return x
+}
+
+// simMetrics counts what the oracle needs from the owner's metrics.
+type simMetrics struct{ s *Sim }
+
+func (m *simMetrics) Attempt(string, float64) {}
+func (m *simMetrics) Ended(string)            {}
+func (m *simMetrics) Dead(string)             {}
+func (m *simMetrics) Superseded(int)          {}
+func (m *simMetrics) Parked(string)           {}
+func (m *simMetrics) ParkedExpired(n int) {
+	m.s.violate("rule 1: %d parked offsets expired under retention before they were read back", n)
+}
+
+// traceHandler writes the owner's log lines into the trace.
+type traceHandler struct {
+	s     *Sim
+	attrs []slog.Attr
+}
+
+func (h traceHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("  owner: " + r.Message)
+	write := func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	}
+	for _, a := range h.attrs {
+		write(a)
+	}
+	r.Attrs(write)
+	h.s.tracef("%s", b.String())
+	return nil
+}
+
+func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceHandler{s: h.s, attrs: append(slices.Clone(h.attrs), attrs...)}
+}
+
+func (h traceHandler) WithGroup(string) slog.Handler { return h }

@@ -1,0 +1,193 @@
+// Package sim runs the real partition.Owner under a seeded scheduler with
+// simulated time, through random combinations of the engine's features and
+// faults, and checks Laneway's guarantees with an oracle after every run.
+//
+// One seed decides everything: the endpoints, the events, the receiver's
+// answers and latencies, the order in which completions arrive, and every
+// fault (pause and resume, limits changed live, deletes, disables, 410 and
+// the disable threshold, breakers, parking, produce failures and late
+// acknowledgements, read failures, aborted batches, retention, Redis
+// flushes, crashes, rebalances with attempts still running, redrives). A
+// failing seed replays exactly: go test ./partition/sim -run Sim -seed N -v.
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/event"
+)
+
+// element is one record of the deliveries log as the oracle sees it: one
+// (event, endpoint) delivery, in the order the log holds them.
+type element struct {
+	index    int // its position in the log of elements
+	offset   int64
+	event    string
+	endpoint string
+	entity   string
+	revision int64
+	coalesce bool
+	invalid  bool // the record is not a valid delivery
+	redriven bool
+	// pos is the element's position in its (endpoint, entity) stream.
+	pos int
+}
+
+// payload is the delivery data: it names the element, so a delivery seen
+// by the receiver (through a parked copy or a redrive too) is traced back.
+type payload struct {
+	I int `json:"i"`
+}
+
+// logRecord is one record of a simulated Kafka partition.
+type logRecord struct {
+	rec     *kgo.Record
+	aborted bool      // written in an aborted transaction: read_committed skips it
+	at      time.Time // when it was appended (retention counts from here)
+}
+
+// kafka is the simulated cluster: the deliveries, parked and dead
+// partitions, and the commits.
+type kafka struct {
+	deliveries       []logRecord
+	parked           []logRecord
+	parkedLogStart   int64
+	dead             []event.DeadLetter
+	deliveriesCommit int64
+	parkedCommit     int64
+	down             bool // produces, reads and commits fail
+	now              func() time.Time
+}
+
+func (k *kafka) appendDelivery(rec *kgo.Record, aborted bool) int64 {
+	rec.Offset = int64(len(k.deliveries))
+	k.deliveries = append(k.deliveries, logRecord{rec: rec, aborted: aborted, at: k.now()})
+	return rec.Offset
+}
+
+func (k *kafka) appendParked(rec *kgo.Record) int64 {
+	cp := *rec
+	cp.Offset = int64(len(k.parked))
+	k.parked = append(k.parked, logRecord{rec: &cp, at: k.now()})
+	return cp.Offset
+}
+
+// receiverMode is how an endpoint's receiver answers for a while.
+type receiverMode int
+
+const (
+	modeHealthy    receiverMode = iota
+	modeFlaky                   // mostly 2xx, some 5xx, resets, timeouts
+	modeFailing                 // 503 and timeouts
+	modeSlow                    // 2xx, slowly
+	modeThrottling              // 429 with Retry-After
+	modeGone                    // 410
+	modeTooLarge                // 413 now and then
+)
+
+var modeNames = []string{"healthy", "flaky", "failing", "slow", "throttling", "gone", "too_large"}
+
+func (m receiverMode) String() string { return modeNames[m] }
+
+// receiver is every endpoint's receiver: what it was sent, in order.
+type receiver struct {
+	inFlight map[streamKey]int
+	// delivered counts the 2xx per element.
+	delivered map[int]int
+	// deliveredEvents are (event, endpoint) pairs answered 2xx.
+	deliveredEvents map[eventKey]bool
+	// maxPos is the highest stream position delivered per stream.
+	maxPos map[streamKey]int
+	// lastDelivery is when the receiver last answered 2xx (for liveness).
+	lastDelivery time.Time
+}
+
+type streamKey struct{ endpoint, entity string }
+type eventKey struct{ event, endpoint string }
+
+func newReceiver() *receiver {
+	return &receiver{
+		inFlight: map[streamKey]int{}, delivered: map[int]int{},
+		deliveredEvents: map[eventKey]bool{}, maxPos: map[streamKey]int{},
+	}
+}
+
+// breakers is the simulated breaker store: each instance's cache over a
+// shared "Redis" that can be flushed.
+type breakers struct {
+	cfg    breaker.Config
+	redis  map[string]breaker.Breaker
+	memory map[string]breaker.Breaker
+	loaded map[string]bool
+}
+
+func newBreakers(cfg breaker.Config, redis map[string]breaker.Breaker) *breakers {
+	return &breakers{cfg: cfg, redis: redis, memory: map[string]breaker.Breaker{}, loaded: map[string]bool{}}
+}
+
+func (b *breakers) Allow(id string, now time.Time, maxConcurrency, inFlight int) breaker.Decision {
+	next, d := breaker.Allow(b.memory[id], now, maxConcurrency, inFlight)
+	b.memory[id] = next
+	b.loaded[id] = true
+	return d
+}
+
+func (b *breakers) Record(id string, success bool, now time.Time) breaker.Breaker {
+	next := breaker.Record(b.memory[id], success, now, b.cfg)
+	b.memory[id] = next
+	b.loaded[id] = true
+	return next
+}
+
+func (b *breakers) Get(id string) breaker.Breaker { return b.memory[id] }
+func (b *breakers) Loaded(id string) bool         { return b.loaded[id] }
+func (b *breakers) Reset(id string) {
+	b.memory[id] = breaker.Breaker{}
+	b.loaded[id] = true
+}
+
+// warm loads one breaker from "Redis".
+func (b *breakers) warm(id string) {
+	if !b.loaded[id] {
+		b.memory[id] = b.redis[id]
+		b.loaded[id] = true
+	}
+}
+
+// flush writes the cache to "Redis" (a clean handover).
+func (b *breakers) flush() {
+	for id, br := range b.memory {
+		b.redis[id] = br
+	}
+}
+
+// endpoints is the simulated endpoint config store, read by the owner.
+type endpoints map[string]endpoint.Endpoint
+
+func (e endpoints) Get(id string) (endpoint.Endpoint, bool) {
+	ep, ok := e[id]
+	return ep, ok
+}
+
+func deliveryRecord(topic string, d *event.Delivery) *kgo.Record {
+	value, err := json.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("sim: encoding a delivery: %v", err))
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(d.EndpointID), Value: value}
+}
+
+// elementOf reads the element index from a delivery's data.
+func elementOf(d *event.Delivery) (int, bool) {
+	var p payload
+	if json.Unmarshal(d.Data, &p) != nil {
+		return 0, false
+	}
+	return p.I, true
+}
