@@ -95,13 +95,14 @@ var pauseFailResume = Scenario{
 
 // rebalanceLongAttempt: attempts that take 20 s (attempt timeout 30 s) are
 // in flight at three held endpoints when an instance joins, and again when
-// the owner of one of them stops gracefully. No two attempts of one
+// the owner of the one with the most attempts in flight stops gracefully. No two attempts of one
 // (endpoint, entity) may be in flight at once, and no revision may be first
 // delivered after a newer one.
 var rebalanceLongAttempt = Scenario{
 	Name: "rebalance-long-attempt",
 	Doc: "--attempt-timeout 30s; three endpoints' receivers hold every request 20 s; with their attempts in flight " +
-		"a third instance joins, then the owner of held-1 stops gracefully (SIGTERM); then the receivers answer at once",
+		"a third instance joins, then the owner of the held endpoint with the most attempts in flight stops gracefully " +
+		"(SIGTERM); then the receivers answer at once",
 	Instances: fixed(2),
 	Fleet: []endpointSpec{
 		{Name: "held-1", Tenant: "t0", MaxConcurrency: 4},
@@ -158,14 +159,29 @@ var rebalanceLongAttempt = Scenario{
 		}
 		h.cfg.logf("%s: %s joined; held endpoints that changed owner: %v", h.sc.Name, joined.ID, moved)
 
-		owner, _, err := h.ownerOf(ctx, "held-1")
+		// The second rebalance: the owner of the held endpoint with the most
+		// attempts in flight stops gracefully.
+		var target string
+		if err := h.waitUntil(ctx, 20*time.Second, "attempts in flight at a held endpoint", func() bool {
+			target = ""
+			var most int64
+			for _, name := range held {
+				if n := h.endpoint(name).InFlight(); n > most {
+					most, target = n, name
+				}
+			}
+			return target != ""
+		}); err != nil {
+			return err
+		}
+		owner, _, err := h.ownerOf(ctx, target)
 		if err != nil {
 			return err
 		}
-		inFlight := h.endpoint("held-1").InFlight()
-		f = h.Fault("SIGTERM of held-1's owner with 20 s attempts in flight", owner.ID, []string{"fast-a"})
+		inFlight := h.endpoint(target).InFlight()
+		f = h.Fault("SIGTERM of a held endpoint's owner with 20 s attempts in flight", owner.ID, []string{"fast-a"})
 		stopErr := owner.Stop(time.Minute)
-		h.cfg.logf("%s: %s (owner of held-1, %d attempts in flight there) stopped in %v: %v", h.sc.Name, owner.ID, inFlight,
+		h.cfg.logf("%s: %s (owner of %s, %d attempts in flight there) stopped in %v: %v", h.sc.Name, owner.ID, target, inFlight,
 			time.Since(h.faultAt(f)).Round(time.Millisecond), stopErr)
 		if err := h.waitGroups(ctx, 2); err != nil {
 			return err
