@@ -346,7 +346,7 @@ func (s *DeliveryStage) ownedIDs() []int32 {
 // not hold up the instance's other partitions.
 func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
-		parkedStart, delivered, err := s.committedOffsets(ctx, p)
+		at, err := s.assignmentOffsets(ctx, p)
 		if err != nil {
 			return // the client is closing
 		}
@@ -359,35 +359,49 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 		s.parts[p] = d
 		s.mu.Unlock()
 		d.pauseFetch(cl)
-		d.do(func(o *partition.Owner) { o.Assign(parkedStart, delivered) })
+		d.do(func(o *partition.Owner) { o.Assign(at.parkedStart, at.delivered, at.end) })
 	}
 }
 
-// committedOffsets retries until both commits are read or ctx ends (the
+// assignment are the offsets an owner starts from.
+type assignment struct {
+	parkedStart int64 // the parked commit
+	delivered   int64 // the deliveries commit
+	end         int64 // the deliveries end offset: the replay range ends here
+}
+
+// assignmentOffsets retries until the offsets are read or ctx ends (the
 // client closing): dispatching without them could break per-entity order.
-func (s *DeliveryStage) committedOffsets(ctx context.Context, p int32) (parked, delivered int64, err error) {
+func (s *DeliveryStage) assignmentOffsets(ctx context.Context, p int32) (assignment, error) {
 	for attempt := 1; ; attempt++ {
-		parked, delivered, err = s.tryCommittedOffsets(ctx, p)
+		at, err := s.tryAssignmentOffsets(ctx, p)
 		if err == nil || ctx.Err() != nil {
-			return parked, delivered, err
+			return at, err
 		}
 		s.cfg.Logger.Error("reading committed offsets failed; retrying", "partition", p, "err", err)
 		if !sleepCtx(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
-			return 0, 0, ctx.Err()
+			return assignment{}, ctx.Err()
 		}
 	}
 }
 
-func (s *DeliveryStage) tryCommittedOffsets(ctx context.Context, p int32) (parked, delivered int64, err error) {
+func (s *DeliveryStage) tryAssignmentOffsets(ctx context.Context, p int32) (at assignment, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if parked, err = committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p); err != nil {
-		return 0, 0, fmt.Errorf("parked commit: %w", err)
+	if at.parkedStart, err = committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p); err != nil {
+		return at, fmt.Errorf("parked commit: %w", err)
 	}
-	if delivered, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
-		return 0, 0, fmt.Errorf("deliveries commit: %w", err)
+	if at.delivered, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
+		return at, fmt.Errorf("deliveries commit: %w", err)
 	}
-	return parked, delivered, nil
+	ends, err := s.admin.ListEndOffsets(ctx, s.cfg.Topics.Deliveries)
+	if err != nil {
+		return at, fmt.Errorf("deliveries end: %w", err)
+	}
+	if o, ok := ends.Lookup(s.cfg.Topics.Deliveries, p); ok && o.Err == nil {
+		at.end = o.Offset
+	}
+	return at, nil
 }
 
 // committedOffset returns group's committed offset for topic/p, or the log

@@ -15,6 +15,10 @@ var (
 	breakerOpen = breaker.Open
 )
 
+// deadLetterConcurrency is the lane limit while an undeliverable
+// endpoint's backlog turns into dead letters.
+const deadLetterConcurrency = 256
+
 // farFuture makes every retry delay due.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -23,6 +27,9 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // finished) end here and free their entity, so it loops until nothing more
 // can start.
 func (o *Owner) pump(ls *laneState, now time.Time) {
+	if o.holding {
+		return // endHold pumps every lane
+	}
 	for !o.stopped {
 		ended := o.startReady(ls, now)
 		if ended == 0 {
@@ -40,6 +47,11 @@ func (o *Owner) pump(ls *laneState, now time.Time) {
 func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 	ep, ok := o.cfg.Endpoints.Get(ls.id)
 	deliverable := ok && ep.Status == endpoint.StatusActive
+	if !deliverable {
+		// Its backlog only becomes dead letters: no request goes out, so
+		// the endpoint's limit need not slow that down.
+		ls.lane.SetMaxConcurrency(deadLetterConcurrency)
+	}
 	if deliverable && (ep.Paused || !ls.breakerLoaded) {
 		// A paused endpoint starts nothing; Maintain pumps it again on
 		// resume. An unloaded breaker: BreakerWarmed pumps it.
@@ -65,6 +77,11 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 			reason, detail, _ := undeliverableReason(ep, ok)
 			o.endDead(ls, t, reason, detail, now)
 			ended++
+		case o.expired(w.Delivery, now):
+			// max_age applies whatever the path: a delivery parked or
+			// retried past it dies without another attempt.
+			o.endDead(ls, t, event.ReasonMaxAge, w.Delivery.LastError, now)
+			ended++
 		default:
 			o.inFlight++
 			ls.running[t] = struct{}{}
@@ -72,6 +89,12 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 		}
 	}
 	return ended
+}
+
+// expired reports whether the delivery is past the retry policy's maximum age.
+func (o *Owner) expired(d *event.Delivery, now time.Time) bool {
+	reason, dead := o.cfg.Retry.Exhausted(0, d.CreatedAt, now)
+	return dead && reason == event.ReasonMaxAge
 }
 
 // breakerAllows asks the endpoint's breaker whether one more attempt may
@@ -203,15 +226,25 @@ func (o *Owner) retry(ls *laneState, t *Task, notBefore time.Time) {
 	ls.lane.Retry(t, notBefore)
 }
 
-// endDead frees the entity at once (a dead delivery is finished for
-// ordering) and marks the offset done only when the dead letter is safely
-// in Kafka.
+// endDead ends a task as a dead letter. Its entity stays blocked (the task
+// keeps its slot) until the dead letter, and after it an end marker in the
+// parked partition, are in Kafka: the marker tells an owner that replays
+// this delivery after a crash that it ended, so the replay cannot deliver
+// it after the entity's next delivery; it is written only once the dead
+// letter landed, so a marker never hides a delivery that has none.
 func (o *Owner) endDead(ls *laneState, t *Task, reason, detail string, now time.Time) {
-	d := t.Payload.(*Work).Delivery
+	w := t.Payload.(*Work)
 	o.noteOutcome(ls.id, kindDead, now)
-	ls.lane.Finish(t)
-	o.release(ls, t)
-	o.writeDead(deadLetterOf(d, reason, detail, now), func() { o.offsetDone(ls, t) })
+	o.writeDead(deadLetterOf(w.Delivery, reason, detail, now), func() {
+		o.appendEndMarker(ls.id, t, func() {
+			ls.lane.Finish(t)
+			o.release(ls, t)
+			o.offsetDone(ls, t)
+			if !o.stopped {
+				o.pump(ls, o.now())
+			}
+		})
+	})
 }
 
 // writeDead queues a dead letter; done runs once it is in Kafka.

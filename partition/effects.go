@@ -105,6 +105,7 @@ type Append struct {
 	lane   *parkedLane
 	src    int64 // the deliveries offset the append finishes; -1 for none
 	seq    uint64
+	ended  func() // for an end marker: runs once it is in Kafka
 }
 
 // Read asks for parked records of one partition from From.

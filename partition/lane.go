@@ -137,6 +137,18 @@ func (l *Lane) Push(t *Task) (superseded []*Task) {
 	}
 }
 
+// Append queues t behind the earlier tasks of its entity without
+// coalescing: for tasks whose coalescing was decided before they reached
+// the lane (a parked lane's read-back, see Owner).
+func (l *Lane) Append(t *Task) {
+	t.next = nil
+	if e := l.entities[t.Entity]; e != nil {
+		l.appendTask(e, t)
+		return
+	}
+	l.addEntity(t)
+}
+
 // Next starts and returns a task whose NotBefore has come at now, or nil
 // when the lane is full or no entity's head is ready. Ready entities take
 // turns: the entity started goes to the back of the queue once its task

@@ -24,6 +24,8 @@ const (
 	DefaultDisableAfter       = 5 * 24 * time.Hour
 	DefaultMaxAppendsInFlight = 1024
 	DefaultMaxQueuedAppends   = 20000
+	DefaultReplayHold         = 3 * time.Second
+	DefaultReplayHoldRecords  = 50000
 )
 
 // Config configures an Owner.
@@ -68,6 +70,15 @@ type Config struct {
 	// to retry) beyond which Backpressured reports true, so the driver
 	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
 	MaxQueuedAppends int
+	// ReplayHold bounds how long, after assignment, no attempt starts while
+	// the replay range (what the partition held beyond its committed
+	// watermark at assignment) is read. Default DefaultReplayHold (3s).
+	ReplayHold time.Duration
+	// ReplayHoldRecords bounds the records the replay hold keeps in memory
+	// (lanes do not park during it): a longer replay starts once this many
+	// are routed, and may then deliver a state the previous owner had
+	// superseded after its successor. Default DefaultReplayHoldRecords (50000).
+	ReplayHoldRecords int
 	// InstanceID names this instance in health snapshots.
 	InstanceID string
 	// Metrics receives counts. Nil: none.
@@ -89,6 +100,8 @@ func (c *Config) setDefaults() error {
 	setDefault(&c.ParkedWindow, DefaultParkedWindow)
 	setDefault(&c.MaxAppendsInFlight, DefaultMaxAppendsInFlight)
 	setDefault(&c.MaxQueuedAppends, DefaultMaxQueuedAppends)
+	setDefault(&c.ReplayHold, DefaultReplayHold)
+	setDefault(&c.ReplayHoldRecords, DefaultReplayHoldRecords)
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
@@ -120,6 +133,13 @@ type Owner struct {
 	tracker       *Tracker // nil until the first record arrives
 	highWatermark int64
 	lastCommitted int64
+	// The replay hold: after assignment no attempt starts until the
+	// records up to replayEnd are routed (or holdUntil passes), so that a
+	// state the previous owner superseded is superseded again instead of
+	// starting before its successor arrives.
+	holding   bool
+	replayEnd int64
+	holdUntil time.Time
 
 	lanes    map[string]*laneState
 	waiting  map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
@@ -157,6 +177,8 @@ type Work struct {
 	Body   []byte
 	parked bool  // Task.Offset is a parked offset, not a deliveries one
 	src    int64 // for parked work: the deliveries offset it came from
+	seq    int64 // for parked work: its rank among its lane's records read back
+	gone   bool  // for parked work still staged: superseded
 }
 
 type disableState uint8
@@ -232,11 +254,40 @@ func (o *Owner) Dispatch(records []Incoming, highWatermark int64) {
 			touched = append(touched, ls)
 		}
 	}
+	if o.holding && o.tracker != nil && (o.tracker.next >= o.replayEnd-1 || o.tracker.Outstanding() >= o.cfg.ReplayHoldRecords) {
+		// Routed to the end (the last offset below it may be a transaction
+		// marker), or as much as a lane may buffer: the hold ends.
+		o.endHold(now)
+		return
+	}
 	for _, ls := range touched {
 		if o.lanes[ls.id] == ls && o.parked[ls.id] == nil {
 			o.pump(ls, now)
 		}
 	}
+	o.flushOutboxes(now)
+}
+
+// endHold lets every lane start once the replay range is routed. The
+// deliveries of parked endpoints were routed to their lanes meanwhile, so
+// that they were coalesced as the previous owner's lane did; they now go to
+// the parked log, behind its backlog.
+func (o *Owner) endHold(now time.Time) {
+	o.holding = false
+	o.log.Info("replay range routed; deliveries start", "replay_end", o.replayEnd)
+	for _, id := range sortedKeys(o.lanes) {
+		ls := o.lanes[id]
+		if pl := o.parked[id]; pl != nil {
+			o.appendUnstarted(pl, ls)
+			continue
+		}
+		if ls.lane.Pending() > o.cfg.LaneBuffer {
+			o.park(ls, "lane_buffer")
+			continue
+		}
+		o.pump(ls, now)
+	}
+	o.refillParked()
 	o.flushOutboxes(now)
 }
 
@@ -262,6 +313,10 @@ func (o *Owner) route(in *Incoming, now time.Time) *laneState {
 		return nil
 	}
 	d := in.Delivery
+	if o.finishedBeforeParking(d, offset) {
+		o.tracker.Done(offset)
+		return nil
+	}
 	ep, ok := o.cfg.Endpoints.Get(d.EndpointID)
 	if reason, detail, undeliverable := undeliverableReason(ep, ok); undeliverable && !o.holdsWork(d.EndpointID) {
 		o.writeDead(deadLetterOf(d, reason, detail, now), func() { o.trackerDone(offset) })
@@ -271,7 +326,7 @@ func (o *Owner) route(in *Incoming, now time.Time) *laneState {
 	// An undeliverable endpoint that still holds work takes the lane's
 	// path below: its earlier deliveries die first, so the dead topic keeps
 	// each entity's order for redrive.
-	if pl, ok := o.parked[d.EndpointID]; ok {
+	if pl, ok := o.parked[d.EndpointID]; ok && !o.holding {
 		o.enqueueAppend(pl, d, offset)
 		return nil
 	}
@@ -284,7 +339,7 @@ func (o *Owner) route(in *Incoming, now time.Time) *laneState {
 	for _, old := range ls.lane.Push(t) {
 		o.superseded(ls, old)
 	}
-	if ls.lane.Pending() > o.cfg.LaneBuffer {
+	if ls.lane.Pending() > o.cfg.LaneBuffer && !o.holding {
 		o.park(ls, "lane_buffer")
 		return nil
 	}
@@ -366,6 +421,9 @@ func (o *Owner) Tick() {
 		return
 	}
 	now := o.now()
+	if o.holding && o.discovered && !now.Before(o.holdUntil) {
+		o.endHold(now)
+	}
 	o.wake(now)
 	o.retryDisables()
 	o.flushOutboxes(now)

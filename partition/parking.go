@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/coalesce"
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/event"
 )
@@ -29,15 +30,32 @@ import (
 // restarted owner can tell which replayed deliveries are already parked.
 const SrcHeader = "laneway-src"
 
+// EndHeader marks an end marker: a record of the parked partition that
+// carries no delivery but says that one ended as a dead letter. Its value
+// is the parked offset of the delivery that ended, -1 for one that was
+// never parked (SrcHeader then names its deliveries offset).
+const EndHeader = "laneway-end"
+
 // parking is the parked state of an owner.
 type parking struct {
 	parked           map[string]*parkedLane
 	parkedEnd        int64              // next offset of the parked partition
 	lastParkedCommit int64              // parked offset last committed
 	alreadyParked    map[int64]struct{} // deliveries offsets found in the parked log at assignment
-	appends          outbox[*Append]
-	appendSeq        uint64
-	reads            int // parked reads out
+	// parkedUpTo is, per (endpoint, entity), the highest deliveries offset
+	// at or above the commit found in the parked log at assignment: a replayed
+	// delivery of that entity below it that is not parked itself was
+	// finished before the endpoint parked (parking takes every unfinished
+	// delivery, in each entity's order), so it is not delivered again.
+	parkedUpTo map[entityKey]int64
+	appends    outbox[*Append]
+	appendSeq  uint64
+	// endedSrc are the deliveries offsets whose delivery an end marker at
+	// or above the parked commit says ended: neither replayed from the
+	// deliveries partition nor read back from the parked one (a parked copy
+	// of a delivery that died in flight included).
+	endedSrc map[int64]struct{}
+	reads       int // parked reads out
 
 	discovered   bool         // the assignment scan has read the parked partition to its end
 	scanCursor   int64        // where the assignment scan reads next
@@ -51,9 +69,20 @@ type earlyBatch struct {
 	highWatermark int64
 }
 
+type entityKey struct{ endpoint, entity string }
+
 func (p *parking) init() {
 	p.parked = map[string]*parkedLane{}
 	p.alreadyParked = map[int64]struct{}{}
+	p.parkedUpTo = map[entityKey]int64{}
+	p.endedSrc = map[int64]struct{}{}
+}
+
+// finishedBeforeParking reports whether a replayed delivery that is not in
+// the parked log was finished before its endpoint parked (see parkedUpTo).
+func (p *parking) finishedBeforeParking(d *event.Delivery, offset int64) bool {
+	upTo, ok := p.parkedUpTo[entityKey{d.EndpointID, d.Entity}]
+	return ok && offset < upTo
 }
 
 // parkedLane is the parked state of one endpoint.
@@ -63,8 +92,19 @@ type parkedLane struct {
 	last      int64 // highest parked offset known to hold one of its records
 	appending int   // appends queued or out, not yet acknowledged
 	backlog   int   // records appended and not yet read back
-	inLane    int   // read back, in the lane, not finished
+	inLane    int   // read back (staged or in the lane), not finished
 	reading   bool  // a read is out
+	// loadedSeq counts the records of the endpoint read back so far.
+	loadedSeq int64
+	// staged are records read back that may not start yet: a record starts
+	// only once the next lookahead records of its endpoint are read back
+	// too (or nothing more is known), and coalescing only ever replaces a
+	// record within that distance. So a replay after a crash, which reads
+	// the same records in the same order, supersedes every state the
+	// previous owner superseded before it can start.
+	staged []*Task
+	// stagedLast is each entity's last staged task, for coalescing.
+	stagedLast map[string]*Task
 	// unfinished are the parked offsets read back and not yet finished
 	// (a dead letter not yet acknowledged included): at most the window.
 	unfinished map[int64]struct{}
@@ -91,14 +131,20 @@ type copyState struct {
 
 func newParkedLane(id string, cursor int64) *parkedLane {
 	return &parkedLane{
-		id: id, cursor: cursor, last: -1, unfinished: map[int64]struct{}{},
+		id: id, cursor: cursor, last: -1, unfinished: map[int64]struct{}{}, stagedLast: map[string]*Task{},
 		copies: map[int64]*copyState{},
 	}
 }
 
 // drained reports whether every parked record of the endpoint is finished.
 func (pl *parkedLane) drained() bool {
-	return pl.appending == 0 && pl.inLane == 0 && len(pl.unfinished) == 0 && !pl.reading && pl.cursor > pl.last
+	return pl.appending == 0 && pl.inLane == 0 && len(pl.unfinished) == 0 && pl.readToEnd()
+}
+
+// readToEnd reports whether every record of the endpoint known to be in the
+// parked log has been read back.
+func (pl *parkedLane) readToEnd() bool {
+	return !pl.reading && pl.appending == 0 && pl.cursor > pl.last
 }
 
 // lowestUnfinished is the parked offset below which this lane needs nothing.
@@ -139,17 +185,23 @@ func (o *Owner) park(ls *laneState, why string) {
 		pl.copies[t.Offset] = &copyState{}
 		o.enqueueAppend(pl, w.Delivery, t.Offset)
 	}
-	// A lane that is not parked holds no parked tasks, so everything it
-	// drains came from the deliveries partition.
+	moved := o.appendUnstarted(pl, ls)
+	delete(o.waiting, ls)
+	o.log.Info("lane parked", "endpoint", ls.id, "reason", why, "moved", moved, "in_flight", len(ls.running))
+	o.cfg.Metrics.Parked(why)
+}
+
+// appendUnstarted moves the lane's unstarted tasks to the parked log, in
+// per-entity order. A lane that is not parked holds no parked tasks, so
+// everything it drains came from the deliveries partition.
+func (o *Owner) appendUnstarted(pl *parkedLane, ls *laneState) int {
 	drained := InterleaveEntities(ls.lane.DrainUnstarted())
 	for _, t := range drained {
 		d := t.Payload.(*Work).Delivery
 		d.Attempts, d.NotBefore = t.Attempts, t.NotBefore
 		o.enqueueAppend(pl, d, t.Offset)
 	}
-	delete(o.waiting, ls)
-	o.log.Info("lane parked", "endpoint", ls.id, "reason", why, "moved", len(drained), "in_flight", len(ls.running))
-	o.cfg.Metrics.Parked(why)
+	return len(drained)
 }
 
 // InterleaveEntities reorders tasks (grouped by entity, each group in
@@ -202,7 +254,15 @@ func (o *Owner) enqueueAppend(pl *parkedLane, d *event.Delivery, src int64) {
 // produced again, in order, until it lands or the partition is given up.
 func (o *Owner) Appended(a *Append, offset int64, err error) {
 	if o.appends.done(a, err) {
-		o.log.Error("parking a delivery failed; will retry", "endpoint", a.lane.id, "err", err)
+		o.log.Error("appending to the parked partition failed; will retry", "key", string(a.Record.Key), "err", err)
+		return
+	}
+	o.parkedEnd = max(o.parkedEnd, offset+1)
+	if a.ended != nil { // an end marker
+		a.ended()
+		if !o.stopped {
+			o.flushOutboxes(o.now())
+		}
 		return
 	}
 	a.lane.appending--
@@ -216,6 +276,37 @@ func (o *Owner) Appended(a *Append, offset int64, err error) {
 		o.refillLane(a.lane, now)
 		o.flushOutboxes(now)
 	}
+}
+
+// appendEndMarker queues the end marker of a task that ended as a dead
+// letter; ended runs once it is in Kafka.
+func (o *Owner) appendEndMarker(endpointID string, t *Task, ended func()) {
+	w := t.Payload.(*Work)
+	src, parkedAt := t.Offset, int64(-1)
+	if w.parked {
+		src, parkedAt = w.src, t.Offset
+	}
+	rec := &kgo.Record{
+		Topic: o.cfg.ParkedTopic, Partition: o.cfg.Partition, Key: []byte(endpointID),
+		Headers: []kgo.RecordHeader{
+			{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))},
+			{Key: EndHeader, Value: []byte(strconv.FormatInt(parkedAt, 10))},
+		},
+	}
+	o.appendSeq++
+	o.appends.push(&Append{Record: rec, src: -1, seq: o.appendSeq, ended: ended})
+}
+
+// endMarker returns the parked offset an end marker names, and whether r
+// is one.
+func endMarker(r *kgo.Record) (parkedAt int64, ok bool) {
+	for _, h := range r.Headers {
+		if h.Key == EndHeader {
+			v, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 // release does the bookkeeping of a task leaving its lane: a parked window
@@ -325,13 +416,16 @@ func (o *Owner) refillOf(id string, now time.Time) {
 // refillLane reads back a parked lane if it has room and more to read, or
 // unparks it once it is drained.
 func (o *Owner) refillLane(pl *parkedLane, now time.Time) {
-	if o.stopped || !o.discovered || o.parked[pl.id] != pl {
+	if o.stopped || !o.discovered || o.holding || o.parked[pl.id] != pl {
 		return
+	}
+	if ls := o.lanes[pl.id]; ls != nil {
+		o.promote(pl, ls, now)
 	}
 	switch {
 	case pl.reading:
 	case !o.mayRead(pl, now):
-	case len(pl.unfinished) <= o.cfg.ParkedWindow/2 && pl.cursor <= pl.last:
+	case o.hasRoom(pl) && pl.cursor <= pl.last:
 		pl.reading = true
 		o.reads++
 		o.cfg.Effects.Read(&Read{From: pl.cursor, lane: pl})
@@ -339,6 +433,17 @@ func (o *Owner) refillLane(pl *parkedLane, now time.Time) {
 		o.unpark(pl)
 	}
 }
+
+// hasRoom reports whether a parked lane should read more: its window is
+// half empty, or it has staged records that wait for more to be read.
+func (o *Owner) hasRoom(pl *parkedLane) bool {
+	room := o.cfg.ParkedWindow - len(pl.unfinished)
+	return room >= o.cfg.ParkedWindow/2 || (room > 0 && len(pl.staged) > 0)
+}
+
+// lookahead is how many later records of its endpoint a parked record
+// waits for before it may start.
+func (o *Owner) lookahead() int64 { return int64(max(1, o.cfg.ParkedWindow/4)) }
 
 // mayRead reports whether a parked lane reads its backlog now: a paused
 // endpoint's backlog waits in Kafka, except what is past the retry policy's
@@ -375,6 +480,8 @@ func (o *Owner) ReadDone(r *Read, res ReadResult, err error) {
 	default:
 		o.load(pl, res)
 	}
+	o.log.Debug("parked read", "endpoint", pl.id, "from", r.From, "records", len(res.Records), "next", res.Next,
+		"cursor", pl.cursor, "last", pl.last, "unfinished", len(pl.unfinished), "staged", len(pl.staged), "in_lane", pl.inLane)
 	now := o.now()
 	if ls := o.lanes[pl.id]; ls != nil {
 		o.pump(ls, now)
@@ -404,8 +511,17 @@ func (o *Owner) load(pl *parkedLane, res ReadResult) {
 			return // the window counts dead letters not yet acknowledged too
 		}
 		pl.cursor = r.Offset + 1
+		if _, marker := endMarker(r); marker {
+			continue
+		}
+		if _, ended := o.endedSrc[SrcOffset(r)]; ended {
+			continue
+		}
 		if string(r.Key) == pl.id {
 			o.loadRecord(pl, ls, r)
+			// Promoted record by record, so that coalescing never reaches
+			// further than the lookahead, whatever the reads' sizes.
+			o.promoteReady(pl, ls, false)
 		}
 	}
 	if len(res.Records) == 0 && res.Next > pl.cursor {
@@ -454,9 +570,64 @@ func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record) {
 		}
 	}
 	pl.inLane++
-	for _, old := range ls.lane.Push(t) {
-		o.superseded(ls, old)
+	pl.loadedSeq++
+	t.Payload.(*Work).seq = pl.loadedSeq
+	o.stage(pl, ls, t)
+}
+
+// stage queues a record read back until it may start, coalescing it with
+// its entity's last staged record (the lane's rule, within the lookahead).
+func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
+	if prev := pl.stagedLast[t.Entity]; prev != nil {
+		switch coalesce.Decide(coalesceVersion(prev), coalesceVersion(t)) {
+		case coalesce.ReplacePending:
+			if prev.NotBefore.After(t.NotBefore) {
+				t.NotBefore = prev.NotBefore // as Lane.Push: a retry delay carries over
+			}
+			prev.Payload.(*Work).gone = true
+			o.superseded(ls, prev)
+		case coalesce.DropIncoming:
+			o.superseded(ls, t)
+			return
+		}
 	}
+	pl.staged = append(pl.staged, t)
+	pl.stagedLast[t.Entity] = t
+}
+
+// promote moves the staged records that may start into the lane: those
+// lookahead records behind the newest read back, or all of them once
+// everything known has been read.
+func (o *Owner) promote(pl *parkedLane, ls *laneState, now time.Time) {
+	if o.promoteReady(pl, ls, pl.readToEnd()) {
+		o.pump(ls, now)
+	}
+}
+
+// promoteReady moves the staged records that may start into the lane, all
+// of them if all is set, and reports whether it moved any.
+func (o *Owner) promoteReady(pl *parkedLane, ls *laneState, all bool) (moved bool) {
+	for len(pl.staged) > 0 {
+		t := pl.staged[0]
+		w := t.Payload.(*Work)
+		if !w.gone && !all && w.seq+o.lookahead() > pl.loadedSeq {
+			break
+		}
+		pl.staged[0] = nil
+		pl.staged = pl.staged[1:]
+		if w.gone {
+			continue
+		}
+		if pl.stagedLast[t.Entity] == t {
+			delete(pl.stagedLast, t.Entity)
+		}
+		ls.lane.Append(t)
+		moved = true
+	}
+	if len(pl.staged) == 0 {
+		pl.staged = nil
+	}
+	return moved
 }
 
 // SrcOffset returns the deliveries offset a parked record came from, -1 if
@@ -500,8 +671,11 @@ func (o *Owner) parkedCommitOffset() int64 {
 // backlog (they stay parked, so new deliveries queue behind it) and the
 // deliveries offsets at or above deliveriesCommitted that are parked already
 // (replays of those are not appended twice). Deliveries dispatched meanwhile
-// wait; Backpressured is true until it is done.
-func (o *Owner) Assign(parkedStart, deliveriesCommitted int64) {
+// wait; Backpressured is true until it is done. Then no attempt starts until
+// the deliveries up to replayEnd (the partition's end offset at assignment)
+// are routed, or ReplayHold has passed.
+func (o *Owner) Assign(parkedStart, deliveriesCommitted, replayEnd int64) {
+	o.holding, o.replayEnd = replayEnd > deliveriesCommitted, replayEnd
 	o.parkedEnd, o.lastParkedCommit = parkedStart, parkedStart
 	o.scanCursor, o.deliveriesAt = parkedStart, deliveriesCommitted
 	o.scanRead()
@@ -542,11 +716,16 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 	}
 	o.parkedEnd = max(o.parkedEnd, res.End)
 	o.discovered = true
+	o.holdUntil = o.now().Add(o.cfg.ReplayHold)
 	o.log.Info("deliveries partition assigned", "parked_endpoints", len(o.parked))
 	o.releaseEarly()
 }
 
 func (o *Owner) noteDiscovered(r *kgo.Record) {
+	if _, ok := endMarker(r); ok {
+		o.noteEnded(r)
+		return
+	}
 	id := string(r.Key)
 	pl, ok := o.parked[id]
 	if !ok {
@@ -560,6 +739,18 @@ func (o *Owner) noteDiscovered(r *kgo.Record) {
 		pl.noteBacklog(d.CreatedAt)
 	}
 	if src := SrcOffset(r); src >= o.deliveriesAt {
+		o.alreadyParked[src] = struct{}{}
+		k := entityKey{id, d.Entity}
+		o.parkedUpTo[k] = max(o.parkedUpTo[k], src)
+	}
+}
+
+// noteEnded takes an end marker found at assignment: its delivery is not
+// replayed from the deliveries partition, nor read back from the parked one.
+func (o *Owner) noteEnded(r *kgo.Record) {
+	src := SrcOffset(r)
+	o.endedSrc[src] = struct{}{}
+	if src >= o.deliveriesAt {
 		o.alreadyParked[src] = struct{}{}
 	}
 }

@@ -28,9 +28,6 @@ type instance struct {
 	attempts []*attemptRun // in flight, in start order
 	appends  produceQueue
 	deads    produceQueue
-	// landOnCrash decide, at a crash, whether each produce in flight
-	// reached the broker anyway.
-	landOnCrash []func()
 	// released is closed over by the release in progress; nil otherwise.
 	release *releaseState
 }
@@ -52,6 +49,21 @@ type produceQueue struct {
 type produce struct {
 	doomed bool // an earlier produce failed: this one fails too
 	done   bool
+	land   func() // writes the record without acknowledging it
+}
+
+// crash decides which produces in flight reached the broker anyway: a
+// prefix of them, as an idempotent producer's sequence numbers allow.
+func (q *produceQueue) crash(s *Sim) {
+	landing := !s.kafka.down
+	for _, p := range q.inFlight {
+		landing = landing && !p.doomed && s.chance(0.5)
+		if landing {
+			p.land()
+		}
+		p.done = true
+	}
+	q.inFlight = nil
 }
 
 func (s *Sim) newInstance() *instance {
@@ -63,7 +75,8 @@ func (s *Sim) newInstance() *instance {
 		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
 		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
 		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends,
-		Metrics: &s.metrics, Logger: s.logger,
+		ReplayHoldRecords: s.p.replayHoldRecords,
+		Metrics:           &s.metrics, Logger: s.logger,
 	})
 	if err != nil {
 		panic(err)
@@ -77,7 +90,7 @@ func (in *instance) assign() {
 	in.owning = true
 	in.fetchPos = in.s.kafka.deliveriesCommit
 	in.s.tracef("gen %d assigned: deliveries from %d, parked from %d", in.gen, in.fetchPos, in.s.kafka.parkedCommit)
-	in.owner.Assign(in.s.kafka.parkedCommit, in.s.kafka.deliveriesCommit)
+	in.owner.Assign(in.s.kafka.parkedCommit, in.s.kafka.deliveriesCommit, int64(len(in.s.kafka.deliveries)))
 	in.s.after(in.s.p.pollEvery, in.poll)
 	in.s.after(in.s.p.tickEvery, in.tick)
 	in.s.after(in.s.p.commitEvery, in.maintain)
@@ -244,7 +257,7 @@ var errProduce = errors.New("sim: produce failed")
 // had it anyway.
 func (in *instance) produce(q *produceQueue, ack func(ok bool), land func()) {
 	s := in.s
-	p := &produce{}
+	p := &produce{land: land}
 	q.inFlight = append(q.inFlight, p)
 	at := s.now.Add(s.latency(s.p.produceLatency))
 	if !at.After(q.lastAck) {
@@ -268,12 +281,6 @@ func (in *instance) produce(q *produceQueue, ack func(ok bool), land func()) {
 		}
 		ack(ok)
 		in.afterEffect()
-	})
-	in.landOnCrash = append(in.landOnCrash, func() {
-		if !p.done && !p.doomed && !s.kafka.down && s.chance(0.5) {
-			land()
-		}
-		p.done = true
 	})
 }
 
@@ -342,10 +349,8 @@ func (in *instance) crash() {
 	for _, run := range slices.Clone(in.attempts) {
 		in.endAttempt(run)
 	}
-	for _, land := range in.landOnCrash {
-		land()
-	}
-	in.landOnCrash = nil
+	in.appends.crash(in.s)
+	in.deads.crash(in.s)
 	in.s.tracef("gen %d crashed", in.gen)
 }
 

@@ -80,30 +80,31 @@ func (s *Sim) settled(e *element) bool {
 }
 
 // supersedersOf returns the elements that may supersede e by the lane's
-// rule, given the order of its stream.
+// rule, given the order of its stream: walking the stream, a state older
+// than the last kept state is dropped for it (an older state arriving late),
+// and a kept state is replaced by the next kept element when that is a
+// state of a revision at least as high.
 func (s *Sim) supersedersOf(e *element) []*element {
 	if e.invalid || !e.coalesce {
 		return nil
 	}
-	stream := s.streams[streamKey{e.endpoint, e.entity}]
-	var out []*element
-	if e.pos+1 < len(stream) {
-		if next := stream[e.pos+1]; next.coalesce && next.revision >= e.revision {
-			out = append(out, next)
+	var tail *element
+	for _, x := range s.streams[streamKey{e.endpoint, e.entity}] {
+		if tail != nil && tail.coalesce && x.coalesce && x.revision < tail.revision {
+			if x == e {
+				return []*element{tail}
+			}
+			continue // dropped: the tail stays
 		}
+		if tail == e {
+			if x.coalesce && x.revision >= e.revision {
+				return []*element{x}
+			}
+			return nil
+		}
+		tail = x
 	}
-	// An older state arriving late is dropped for the newer pending one.
-	for i := e.pos - 1; i >= 0; i-- {
-		prev := stream[i]
-		if !prev.coalesce {
-			break
-		}
-		if prev.revision > e.revision {
-			out = append(out, prev)
-			break
-		}
-	}
-	return out
+	return nil
 }
 
 // finished reports whether e needs nothing more: settled, or superseded by
@@ -210,11 +211,11 @@ func (s *Sim) checkMemory(in *instance) {
 		what      string
 		got, most int
 	}{
-		{"tasks in lanes", f.Tasks, lanes * (p.laneBuffer + p.maxPollRecords + p.parkedWindow + 8)},
+		{"tasks in lanes", f.Tasks, lanes*(p.laneBuffer+p.maxPollRecords+p.parkedWindow+8) + p.replayHoldRecords},
 		{"parked tasks read back", f.Loaded, lanes * p.parkedWindow},
 		{"parked offsets unfinished", f.Unfinished, lanes * (p.parkedWindow + 8)},
 		{"parked copies", f.Copies, lanes * 8},
-		{"queued appends", f.QueuedAppends, p.maxQueuedAppends + lanes*(p.laneBuffer+p.maxPollRecords+8) + p.maxPollRecords},
+		{"queued appends", f.QueuedAppends, p.maxQueuedAppends + lanes*(p.laneBuffer+p.maxPollRecords+8) + p.maxPollRecords + p.replayHoldRecords},
 	}
 	for _, b := range bounds {
 		if b.got > b.most {

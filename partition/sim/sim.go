@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ type params struct {
 	maxAppendsInFlight int
 	maxQueuedAppends   int
 	maxPollRecords     int
+	replayHoldRecords  int
 	readRecords        int
 	attemptTimeout     time.Duration
 	revokeTimeout      time.Duration
@@ -65,6 +67,7 @@ func drawParams(r *rand.Rand) params {
 		maxAppendsInFlight: 1 + r.IntN(8),
 		maxQueuedAppends:   5 + r.IntN(50),
 		maxPollRecords:     1 + r.IntN(20),
+		replayHoldRecords:  300 + r.IntN(200), // above any run's records: replays stay within the hold
 		readRecords:        1 + r.IntN(10),
 		attemptTimeout:     ms(500, 5000),
 		pollEvery:          20 * time.Millisecond, tickEvery: 50 * time.Millisecond, commitEvery: time.Second,
@@ -302,7 +305,9 @@ type traceHandler struct {
 	attrs []slog.Attr
 }
 
-func (h traceHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h traceHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || os.Getenv("SIM_DEBUG") != ""
+}
 
 func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder

@@ -11,9 +11,10 @@ import (
 )
 
 var (
-	seedFlag  = flag.Uint64("seed", 0, "replay this one seed (with -v: its whole trace)")
-	seedsFlag = flag.Int("seeds", 0, "number of seeds to run (default 10000, 300 under -short)")
-	firstFlag = flag.Uint64("first", 1, "first seed of the range")
+	seedFlag      = flag.Uint64("seed", 0, "replay this one seed (with -v: its whole trace)")
+	seedsFlag     = flag.Int("seeds", 0, "number of seeds to run (default 10000, 300 under -short)")
+	firstFlag     = flag.Uint64("first", 1, "first seed of the range")
+	maxFailedFlag = flag.Int("max-failed", 5, "report at most this many failed seeds")
 )
 
 // TestSim runs the simulator over a range of seeds and fails with the
@@ -66,7 +67,7 @@ func runSeeds(first uint64, n, workers int) []Result {
 					continue
 				}
 				mu.Lock()
-				if len(failed) < 5 {
+				if len(failed) < *maxFailedFlag {
 					failed = append(failed, res)
 				}
 				mu.Unlock()
