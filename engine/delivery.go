@@ -178,8 +178,10 @@ type DeliveryStage struct {
 	client       *kgo.Client
 	admin        *kadm.Client
 	parkedReader *kread.Reader
-	readerClient *kgo.Client // the parked reader's and admin's own client
-	signers      signerCache
+	// deliveriesReader finds where a replay ends at assignment.
+	deliveriesReader *kread.Reader
+	readerClient     *kgo.Client // the parked reader's and admin's own client
+	signers          signerCache
 
 	mu    sync.Mutex // guards parts
 	parts map[int32]*driven
@@ -210,6 +212,7 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	s.readerClient = readerClient
 	s.admin = kadm.NewClient(readerClient)
 	s.parkedReader = kread.NewReader(readerClient, cfg.Topics.Parked)
+	s.deliveriesReader = kread.NewReader(readerClient, cfg.Topics.Deliveries, kread.ReadCommitted())
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -398,10 +401,36 @@ func (s *DeliveryStage) tryAssignmentOffsets(ctx context.Context, p int32) (at a
 	if err != nil {
 		return at, fmt.Errorf("deliveries end: %w", err)
 	}
-	if o, ok := ends.Lookup(s.cfg.Topics.Deliveries, p); ok && o.Err == nil {
-		at.end = o.Offset
+	if o, ok := ends.Lookup(s.cfg.Topics.Deliveries, p); ok && o.Err == nil && o.Offset > at.delivered {
+		if at.end, err = s.lastRecordEnd(ctx, p, at.delivered, o.Offset); err != nil {
+			return at, fmt.Errorf("deliveries end: %w", err)
+		}
 	}
 	return at, nil
+}
+
+// replayTailOffsets is how far below the end of the deliveries partition
+// lastRecordEnd looks for its last record.
+const replayTailOffsets = 64
+
+// lastRecordEnd returns one past the last record below end, so that the
+// owner's replay hold ends when it has routed that record: the offsets just
+// below the end of a transactional topic are commit markers, which no
+// fetch returns. With no record in the tail it returns from: the hold then
+// ends on its time limit.
+func (s *DeliveryStage) lastRecordEnd(ctx context.Context, p int32, from, end int64) (int64, error) {
+	start := max(from, end-replayTailOffsets)
+	res, err := s.deliveriesReader.Read(ctx, p, start, 1<<20)
+	if err != nil {
+		return 0, err
+	}
+	last := from
+	for _, r := range res.Records {
+		if r.Offset < end {
+			last = r.Offset + 1
+		}
+	}
+	return last, nil
 }
 
 // committedOffset returns group's committed offset for topic/p, or the log

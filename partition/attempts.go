@@ -91,9 +91,38 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 	return ended
 }
 
+// expirePaused dead-letters the entity heads of a paused endpoint's lane
+// that are past the retry policy's maximum age: max_age applies whatever
+// the endpoint's state, so a long pause never leaves deliveries to the
+// parked topic's retention. Nothing else starts.
+func (o *Owner) expirePaused(ls *laneState, now time.Time) {
+	limit := ls.lane.MaxConcurrency()
+	ls.lane.SetMaxConcurrency(ls.lane.InFlight() + ls.lane.Pending()) // look at every head
+	var keep []*Task
+	for range ls.lane.Pending() {
+		t := ls.lane.Next(farFuture)
+		if t == nil {
+			break
+		}
+		if d := t.Payload.(*Work).Delivery; o.expired(d, now) {
+			o.endDead(ls, t, event.ReasonMaxAge, d.LastError, now)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	for _, t := range keep {
+		ls.lane.Retry(t, t.NotBefore) // back to waiting, as it was
+	}
+	ls.lane.SetMaxConcurrency(limit)
+}
+
 // expired reports whether the delivery is past the retry policy's maximum age.
-func (o *Owner) expired(d *event.Delivery, now time.Time) bool {
-	reason, dead := o.cfg.Retry.Exhausted(0, d.CreatedAt, now)
+func (o *Owner) expired(d *event.Delivery, now time.Time) bool { return o.expiredAt(d.CreatedAt, now) }
+
+// expiredAt reports whether something created at createdAt is past the
+// retry policy's maximum age.
+func (o *Owner) expiredAt(createdAt time.Time, now time.Time) bool {
+	reason, dead := o.cfg.Retry.Exhausted(0, createdAt, now)
 	return dead && reason == event.ReasonMaxAge
 }
 
@@ -235,6 +264,9 @@ func (o *Owner) retry(ls *laneState, t *Task, notBefore time.Time) {
 func (o *Owner) endDead(ls *laneState, t *Task, reason, detail string, now time.Time) {
 	w := t.Payload.(*Work)
 	o.noteOutcome(ls.id, kindDead, now)
+	// Unfinished until both land: if the lane parks meanwhile, a copy goes
+	// to the parked log like any delivery in flight.
+	ls.running[t] = struct{}{}
 	o.writeDead(deadLetterOf(w.Delivery, reason, detail, now), func() {
 		o.appendEndMarker(ls.id, t, func() {
 			ls.lane.Finish(t)

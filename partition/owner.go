@@ -179,6 +179,7 @@ type Work struct {
 	src    int64 // for parked work: the deliveries offset it came from
 	seq    int64 // for parked work: its rank among its lane's records read back
 	gone   bool  // for parked work still staged: superseded
+	ended  bool  // for parked work: an end marker says its delivery ended
 }
 
 type disableState uint8
@@ -254,10 +255,8 @@ func (o *Owner) Dispatch(records []Incoming, highWatermark int64) {
 			touched = append(touched, ls)
 		}
 	}
-	if o.holding && o.tracker != nil && (o.tracker.next >= o.replayEnd-1 || o.tracker.Outstanding() >= o.cfg.ReplayHoldRecords) {
-		// Routed to the end (the last offset below it may be a transaction
-		// marker), or as much as a lane may buffer: the hold ends.
-		o.endHold(now)
+	if o.holding && o.tracker != nil && (o.tracker.next >= o.replayEnd || o.tracker.Outstanding() >= o.cfg.ReplayHoldRecords) {
+		o.endHold(now) // routed to the end, or as much as the hold may keep
 		return
 	}
 	for _, ls := range touched {
@@ -462,6 +461,9 @@ func (o *Owner) maintainLane(ls *laneState, now time.Time) {
 		delete(o.disabling, ls.id) // re-enabled since
 	}
 	ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+	if ep.Paused {
+		o.expirePaused(ls, now)
+	}
 	if o.parked[ls.id] == nil {
 		if why := o.parkReason(ls, ep, now); why != "" {
 			o.park(ls, why)

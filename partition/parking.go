@@ -43,10 +43,12 @@ type parking struct {
 	lastParkedCommit int64              // parked offset last committed
 	alreadyParked    map[int64]struct{} // deliveries offsets found in the parked log at assignment
 	// parkedUpTo is, per (endpoint, entity), the highest deliveries offset
-	// at or above the commit found in the parked log at assignment: a replayed
-	// delivery of that entity below it that is not parked itself was
-	// finished before the endpoint parked (parking takes every unfinished
-	// delivery, in each entity's order), so it is not delivered again.
+	// at or above the commit found in the parked log at assignment, parked
+	// or ended by an end marker: a replayed delivery of that entity below it
+	// that is not parked itself was finished before (parking takes every
+	// unfinished delivery, in each entity's order, and an entity's delivery
+	// starts only once the one before it finished), so it is not delivered
+	// again.
 	parkedUpTo map[entityKey]int64
 	appends    outbox[*Append]
 	appendSeq  uint64
@@ -55,6 +57,10 @@ type parking struct {
 	// deliveries partition nor read back from the parked one (a parked copy
 	// of a delivery that died in flight included).
 	endedSrc map[int64]struct{}
+	// markers are the end markers (in log order) whose delivery a replay of
+	// the deliveries partition could still meet: the parked commit stays at
+	// or below the first, so the next owner's scan finds it.
+	markers []marker
 	reads       int // parked reads out
 
 	discovered   bool         // the assignment scan has read the parked partition to its end
@@ -70,6 +76,10 @@ type earlyBatch struct {
 }
 
 type entityKey struct{ endpoint, entity string }
+
+// marker is an end marker in the parked log: at its offset, for the
+// delivery at deliveries offset src.
+type marker struct{ at, src int64 }
 
 func (p *parking) init() {
 	p.parked = map[string]*parkedLane{}
@@ -259,6 +269,7 @@ func (o *Owner) Appended(a *Append, offset int64, err error) {
 	}
 	o.parkedEnd = max(o.parkedEnd, offset+1)
 	if a.ended != nil { // an end marker
+		o.markers = append(o.markers, marker{at: offset, src: SrcOffset(a.Record)})
 		a.ended()
 		if !o.stopped {
 			o.flushOutboxes(o.now())
@@ -286,8 +297,10 @@ func (o *Owner) appendEndMarker(endpointID string, t *Task, ended func()) {
 	if w.parked {
 		src, parkedAt = w.src, t.Offset
 	}
+	// The value is the entity: a replay skips the entity's earlier
+	// deliveries too, which ended before this one started.
 	rec := &kgo.Record{
-		Topic: o.cfg.ParkedTopic, Partition: o.cfg.Partition, Key: []byte(endpointID),
+		Topic: o.cfg.ParkedTopic, Partition: o.cfg.Partition, Key: []byte(endpointID), Value: []byte(t.Entity),
 		Headers: []kgo.RecordHeader{
 			{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))},
 			{Key: EndHeader, Value: []byte(strconv.FormatInt(parkedAt, 10))},
@@ -370,11 +383,19 @@ func carryOver(c *Task, cs *copyState) {
 	d.Attempts, d.NotBefore, d.LastError = cs.attempts, cs.notBefore, cs.lastError
 }
 
-// skipFinishedCopy ends a parked copy whose original has since finished,
-// without sending it again.
+// skipFinishedCopy ends, without sending it again, a parked record whose
+// delivery already ended: a copy whose original has since finished, or one
+// an end marker names (it was read back all the same, to take part in
+// coalescing as it did before).
 func (o *Owner) skipFinishedCopy(ls *laneState, t *Task, w *Work) bool {
 	if !w.parked {
 		return false
+	}
+	if w.ended {
+		ls.lane.Finish(t)
+		o.release(ls, t)
+		o.offsetDone(ls, t)
+		return true
 	}
 	pl := o.parked[ls.id]
 	if pl == nil {
@@ -422,16 +443,35 @@ func (o *Owner) refillLane(pl *parkedLane, now time.Time) {
 	if ls := o.lanes[pl.id]; ls != nil {
 		o.promote(pl, ls, now)
 	}
+	if pl.readToEnd() {
+		// Nothing of the endpoint lies between: a caught-up lane follows
+		// the end, so that retention never passes its cursor for nothing.
+		pl.cursor = max(pl.cursor, o.parkedEnd)
+	}
 	switch {
 	case pl.reading:
-	case !o.mayRead(pl, now):
-	case o.hasRoom(pl) && pl.cursor <= pl.last:
+	case pl.cursor <= pl.last && o.wantsRead(pl, now):
 		pl.reading = true
 		o.reads++
 		o.cfg.Effects.Read(&Read{From: pl.cursor, lane: pl})
 	case pl.drained():
 		o.unpark(pl)
 	}
+}
+
+// wantsRead reports whether a parked lane should read now: it has room and
+// its endpoint takes deliveries (a paused endpoint's backlog waits in
+// Kafka; a disabled or deleted one's drains to dead letters), or its oldest
+// unread record is past the retry policy's maximum age, which is read to
+// become a dead letter whatever the window and the endpoint's state, so
+// that nothing waits until retention deletes it.
+func (o *Owner) wantsRead(pl *parkedLane, now time.Time) bool {
+	ep, ok := o.cfg.Endpoints.Get(pl.id)
+	paused := ok && ep.Status == endpoint.StatusActive && ep.Paused
+	if !paused && o.hasRoom(pl) {
+		return true
+	}
+	return pl.backlog > 0 && o.expiredAt(pl.oldestBacklog, now) && len(pl.unfinished) < 2*o.cfg.ParkedWindow
 }
 
 // hasRoom reports whether a parked lane should read more: its window is
@@ -444,20 +484,6 @@ func (o *Owner) hasRoom(pl *parkedLane) bool {
 // lookahead is how many later records of its endpoint a parked record
 // waits for before it may start.
 func (o *Owner) lookahead() int64 { return int64(max(1, o.cfg.ParkedWindow/4)) }
-
-// mayRead reports whether a parked lane reads its backlog now: a paused
-// endpoint's backlog waits in Kafka, except what is past the retry policy's
-// maximum age, which is read to become dead letters (max_age applies
-// whatever the endpoint's state, so nothing waits until retention deletes
-// it).
-func (o *Owner) mayRead(pl *parkedLane, now time.Time) bool {
-	ep, ok := o.cfg.Endpoints.Get(pl.id)
-	if !ok || ep.Status != endpoint.StatusActive || !ep.Paused {
-		return true // a disabled or deleted endpoint's backlog drains to dead letters
-	}
-	_, expired := o.cfg.Retry.Exhausted(0, pl.oldestBacklog, now)
-	return pl.backlog > 0 && expired
-}
 
 // ReadDone takes a parked read's records.
 func (o *Owner) ReadDone(r *Read, res ReadResult, err error) {
@@ -485,6 +511,10 @@ func (o *Owner) ReadDone(r *Read, res ReadResult, err error) {
 	now := o.now()
 	if ls := o.lanes[pl.id]; ls != nil {
 		o.pump(ls, now)
+		if ep, ok := o.cfg.Endpoints.Get(pl.id); ok && ep.Paused {
+			o.promoteReady(pl, ls, pl.readToEnd())
+			o.expirePaused(ls, now)
+		}
 	}
 	o.refillLane(pl, now)
 	o.flushOutboxes(now)
@@ -506,27 +536,60 @@ func (o *Owner) parkedExpired(pl *parkedLane, logStart int64) {
 // window is full.
 func (o *Owner) load(pl *parkedLane, res ReadResult) {
 	ls := o.lane(pl.id, o.maxConcurrencyOf(pl.id))
+	now := o.now()
 	for _, r := range res.Records {
-		if len(pl.unfinished) >= o.cfg.ParkedWindow {
-			return // the window counts dead letters not yet acknowledged too
-		}
-		pl.cursor = r.Offset + 1
-		if _, marker := endMarker(r); marker {
+		if _, marker := endMarker(r); marker || string(r.Key) != pl.id {
+			pl.cursor = r.Offset + 1
 			continue
 		}
-		if _, ended := o.endedSrc[SrcOffset(r)]; ended {
-			continue
-		}
-		if string(r.Key) == pl.id {
-			o.loadRecord(pl, ls, r)
+		d, err := event.ParseDelivery(r.Value)
+		full := len(pl.unfinished) >= o.cfg.ParkedWindow // dead letters not yet acknowledged count
+		switch {
+		case err == nil && full && o.expiredAt(d.CreatedAt, now) && len(pl.unfinished) < 2*o.cfg.ParkedWindow:
+			o.dieUnread(pl, r, &d, now)
+		case full:
+			if err == nil {
+				pl.oldestBacklog = d.CreatedAt // the oldest unread, near enough
+			}
+			return
+		default:
+			o.loadRecord(pl, ls, r, &d, err)
 			// Promoted record by record, so that coalescing never reaches
 			// further than the lookahead, whatever the reads' sizes.
 			o.promoteReady(pl, ls, false)
 		}
+		pl.cursor = r.Offset + 1
 	}
 	if len(res.Records) == 0 && res.Next > pl.cursor {
 		pl.cursor = res.Next // only markers or aborted batches there
 	}
+}
+
+// dieUnread dead-letters a parked record past the maximum age beyond the
+// window (up to twice its size, dead letters not yet written included): when
+// the window is full of deliveries that wait
+// (a paused endpoint, a slow or failing one), the backlog behind it still
+// ends as dead letters before retention deletes it. Its entity may still
+// have earlier deliveries in the window: the dead topic then holds this one
+// first, and a redrive replays it first.
+func (o *Owner) dieUnread(pl *parkedLane, r *kgo.Record, d *event.Delivery, now time.Time) {
+	pl.backlog = max(0, pl.backlog-1)
+	pl.loadedSeq++
+	src := SrcOffset(r)
+	if cs := pl.copies[src]; cs != nil && cs.done {
+		delete(pl.copies, src)
+		return
+	}
+	if _, ended := o.endedSrc[src]; ended {
+		return
+	}
+	pl.unfinished[r.Offset] = struct{}{}
+	t := &Task{Offset: r.Offset, Partition: o.cfg.Partition, Entity: d.Entity, Revision: d.Revision,
+		Payload: &Work{Delivery: d, parked: true, src: src}}
+	o.noteOutcome(pl.id, kindDead, now)
+	o.writeDead(deadLetterOf(d, event.ReasonMaxAge, d.LastError, now), func() {
+		o.appendEndMarker(pl.id, t, func() { pl.done(t.Offset) })
+	})
 }
 
 func (o *Owner) maxConcurrencyOf(id string) int {
@@ -541,9 +604,12 @@ func (o *Owner) maxConcurrencyOf(id string) int {
 // superseded, a copy whose original already finished, or past the retry
 // policy's limits (then it dies at once, if its entity has nothing before
 // it in the lane).
-func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record) {
+func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record, dp *event.Delivery, err error) {
 	pl.backlog = max(0, pl.backlog-1)
-	d, err := event.ParseDelivery(r.Value)
+	// Every record of the endpoint counts, skipped or not, so that the
+	// lookahead spans the same records for every owner that reads them.
+	pl.loadedSeq++
+	d := *dp
 	if err != nil {
 		o.log.Error("unreadable parked record skipped", "offset", r.Offset, "err", err)
 		return
@@ -556,10 +622,11 @@ func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record) {
 		return
 	}
 	pl.unfinished[r.Offset] = struct{}{}
+	_, ended := o.endedSrc[src]
 	t := &Task{
 		Offset: r.Offset, Partition: o.cfg.Partition, Entity: d.Entity, Revision: d.Revision, Coalesce: d.Coalesce,
 		NotBefore: d.NotBefore, EnqueuedAt: d.CreatedAt, Attempts: d.Attempts,
-		Payload: &Work{Delivery: &d, parked: true, src: src},
+		Payload: &Work{Delivery: &d, parked: true, src: src, ended: ended},
 	}
 	if cs != nil {
 		if cs.handedOver {
@@ -570,8 +637,9 @@ func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record) {
 		}
 	}
 	pl.inLane++
-	pl.loadedSeq++
 	t.Payload.(*Work).seq = pl.loadedSeq
+	o.log.Debug("parked record read back", "endpoint", pl.id, "offset", r.Offset, "event", d.EventID,
+		"entity", d.Entity, "revision", d.Revision, "src", src, "seq", pl.loadedSeq, "ended", ended, "copy", cs != nil)
 	o.stage(pl, ls, t)
 }
 
@@ -656,11 +724,29 @@ func (o *Owner) unpark(pl *parkedLane) {
 	}
 }
 
-// parkedCommitOffset is the parked offset below which nothing is needed.
+// parkedCommitOffset is the parked offset below which nothing is needed:
+// no parked lane's unfinished record, and no end marker whose delivery is
+// at or above the deliveries commit (a replay from it must find the marker;
+// a replay of the parked partition that reads a marked record reads the
+// marker too, since markers follow what they mark).
 func (o *Owner) parkedCommitOffset() int64 {
 	low := o.parkedEnd
 	for _, pl := range o.parked {
 		low = min(low, pl.lowestUnfinished())
+	}
+	committed := o.deliveriesAt
+	if o.lastCommitted >= 0 {
+		committed = o.lastCommitted
+	}
+	keep := o.markers[:0]
+	for _, m := range o.markers {
+		if m.src >= committed {
+			keep = append(keep, m)
+		}
+	}
+	o.markers = keep
+	if len(o.markers) > 0 {
+		low = min(low, o.markers[0].at)
 	}
 	return low
 }
@@ -672,8 +758,8 @@ func (o *Owner) parkedCommitOffset() int64 {
 // deliveries offsets at or above deliveriesCommitted that are parked already
 // (replays of those are not appended twice). Deliveries dispatched meanwhile
 // wait; Backpressured is true until it is done. Then no attempt starts until
-// the deliveries up to replayEnd (the partition's end offset at assignment)
-// are routed, or ReplayHold has passed.
+// the deliveries up to replayEnd (one past the partition's last record at
+// assignment) are routed, or ReplayHold has passed.
 func (o *Owner) Assign(parkedStart, deliveriesCommitted, replayEnd int64) {
 	o.holding, o.replayEnd = replayEnd > deliveriesCommitted, replayEnd
 	o.parkedEnd, o.lastParkedCommit = parkedStart, parkedStart
@@ -752,6 +838,9 @@ func (o *Owner) noteEnded(r *kgo.Record) {
 	o.endedSrc[src] = struct{}{}
 	if src >= o.deliveriesAt {
 		o.alreadyParked[src] = struct{}{}
+		o.markers = append(o.markers, marker{at: r.Offset, src: src})
+		k := entityKey{string(r.Key), string(r.Value)}
+		o.parkedUpTo[k] = max(o.parkedUpTo[k], src)
 	}
 }
 

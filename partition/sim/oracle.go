@@ -213,7 +213,7 @@ func (s *Sim) checkMemory(in *instance) {
 	}{
 		{"tasks in lanes", f.Tasks, lanes*(p.laneBuffer+p.maxPollRecords+p.parkedWindow+8) + p.replayHoldRecords},
 		{"parked tasks read back", f.Loaded, lanes * p.parkedWindow},
-		{"parked offsets unfinished", f.Unfinished, lanes * (p.parkedWindow + 8)},
+		{"parked offsets unfinished", f.Unfinished, lanes * (2*p.parkedWindow + 8)},
 		{"parked copies", f.Copies, lanes * 8},
 		{"queued appends", f.QueuedAppends, p.maxQueuedAppends + lanes*(p.laneBuffer+p.maxPollRecords+8) + p.maxPollRecords + p.replayHoldRecords},
 	}

@@ -83,7 +83,9 @@ func (s *Sim) fault() {
 		s.setMode(id, modeHealthy)
 	case 3:
 		s.editEndpoint(id, "paused", func(ep *endpoint.Endpoint) { ep.Paused = true })
-		s.after(s.rand(20*time.Second), func() { s.editEndpoint(id, "resumed", func(ep *endpoint.Endpoint) { ep.Paused = false }) })
+		if s.chance(0.7) { // else paused until everything heals, past max_age maybe
+			s.after(s.rand(20*time.Second), func() { s.editEndpoint(id, "resumed", func(ep *endpoint.Endpoint) { ep.Paused = false }) })
+		}
 	case 4:
 		n := 1 + s.rng.IntN(6)
 		s.editEndpoint(id, fmt.Sprintf("max_concurrency %d", n), func(ep *endpoint.Endpoint) { ep.MaxConcurrency = n })
@@ -201,15 +203,21 @@ func (s *Sim) crash() {
 // loss (no commit). The new owner starts once the old one released it.
 func (s *Sim) rebalance(revoke bool) {
 	in := s.current
-	if in == nil || !in.active() || in.release != nil {
+	if in == nil || !in.active() || s.releasing {
 		return
 	}
 	s.current = nil
-	in.startRelease(revoke, s.startOwner)
+	s.releasing = true
+	in.startRelease(revoke, func() {
+		s.releasing = false
+		s.startOwner()
+	})
 }
 
+// startOwner makes a new instance the owner, unless one owns it or the
+// previous owner is still releasing it (the group waits for its revoke).
 func (s *Sim) startOwner() {
-	if s.current != nil {
+	if s.current != nil || s.releasing {
 		return
 	}
 	in := s.newInstance()

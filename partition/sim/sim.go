@@ -57,7 +57,7 @@ func drawParams(r *rand.Rand) params {
 		invalidShare: []float64{0, 0.03}[r.IntN(2)], abortedShare: []float64{0, 0.1}[r.IntN(2)],
 		retry: deliver.RetryPolicy{
 			Base: ms(200, 2000), Max: ms(3000, 20000), Min: 100 * time.Millisecond,
-			MaxAttempts: 3 + r.IntN(8), MaxAge: ms(40000, 300000),
+			MaxAttempts: 3 + r.IntN(8), MaxAge: ms(15000, 300000),
 		},
 		breaker:            breaker.Config{Threshold: 2 + r.IntN(5), FirstPause: ms(500, 5000), MaxPause: ms(5000, 30000)},
 		disableAfter:       ms(10000, 120000),
@@ -79,9 +79,9 @@ func drawParams(r *rand.Rand) params {
 		commitFailure:  []float64{0, 0.1}[r.IntN(2)],
 	}
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
-	// Retention far beyond the maximum age: max_age dead-letters every
-	// parked record first, so nothing may ever expire unread.
-	p.retention = p.retry.MaxAge + 2*time.Minute
+	// Retention beyond the maximum age: max_age dead-letters every parked
+	// record first, paused or not, so nothing may ever expire unread.
+	p.retention = p.retry.MaxAge + ms(20000, 60000)
 	return p
 }
 
@@ -115,6 +115,7 @@ type Sim struct {
 	redis     map[string]breaker.Breaker
 	receiver  *receiver
 	current   *instance
+	releasing bool // an owner is releasing the partition: no new one yet
 	gen       int
 	healed    bool
 	done      bool
