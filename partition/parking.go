@@ -61,7 +61,7 @@ type parking struct {
 	// the deliveries partition could still meet: the parked commit stays at
 	// or below the first, so the next owner's scan finds it.
 	markers []marker
-	reads       int // parked reads out
+	reads   int // parked reads out
 
 	discovered   bool         // the assignment scan has read the parked partition to its end
 	scanCursor   int64        // where the assignment scan reads next
