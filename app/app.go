@@ -379,7 +379,8 @@ func (a *App) startStages(context.Context) error {
 	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
-		Endpoints: a.store, Sender: sender, Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
+		Endpoints: a.store, Sender: sender, AttemptTimeout: a.cfg.AttemptTimeout,
+		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		Metrics: metrics, Logger: a.log,
