@@ -14,9 +14,8 @@ import (
 
 // The scenarios of this file attack one endpoint's lane while its attempts
 // are in flight or its backlog is parked: pause, rebalance and kill -9 at
-// those moments. They were written to expose engine bugs; those that still
-// fail are opt-in (Scenario.OptIn) until the engine passes them: flip OptIn
-// to false (or delete the line) to put one in the default set that CI runs.
+// those moments. They exposed engine bugs (docs/reliability.md F7, F8) and
+// run in the default set since the partition owner's rewrite fixed them.
 
 // pauseFailResume: the target endpoint's receiver holds every request
 // 1.5 s and answers 503; while 8 attempts are in flight the endpoint is
@@ -90,7 +89,6 @@ var pauseFailResume = Scenario{
 		h.Restored(f)
 		return nil
 	},
-	OptIn: true,
 }
 
 // rebalanceLongAttempt: attempts that take 20 s (attempt timeout 30 s) are
@@ -189,7 +187,6 @@ var rebalanceLongAttempt = Scenario{
 		h.Restored(f)
 		return stopErr
 	},
-	OptIn: true,
 }
 
 // killWhileParkedDrains: the parky endpoint is paused while state updates
