@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build run test test-short env-up env-down
+.PHONY: build run test test-short sim soak env-up env-down
 
 BIN ?= bin/laneway
 
@@ -16,8 +16,20 @@ run:
 # Real Kafka + Redis, go test -race ./... ; pass ARGS="./engine/... -run X" to narrow.
 test:
 	bash scripts/testenv.sh test $(ARGS)
+	$(MAKE) sim
 	bash deploy/validate/install-promtool.sh
 	cd deploy/validate && $(GO) test -count=1 ./...
+
+# The partition owner's simulator over 10,000 seeds (the race run above
+# takes a sample); a failing seed prints the command that replays it.
+sim:
+	$(GO) test -count=1 -timeout 15m ./partition/sim -run Sim -seeds 10000 -v
+
+# Millions of seeds, for a soak before a release: make soak FIRST=1 SEEDS=1000000
+FIRST ?= 1
+SEEDS ?= 1000000
+soak:
+	$(GO) test -count=1 -timeout 0 ./partition/sim -run Sim -first $(FIRST) -seeds $(SEEDS) -max-failed 20 -v
 
 # No services: tests that need Kafka/Redis skip without LANEWAY_TEST_* set.
 test-short:

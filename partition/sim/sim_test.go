@@ -30,11 +30,14 @@ func TestSim(t *testing.T) {
 		return
 	}
 	n := *seedsFlag
-	if n == 0 {
+	switch {
+	case n > 0:
+	case testing.Short():
+		n = 300
+	case raceSeeds > 0:
+		n = raceSeeds
+	default:
 		n = 10000
-		if testing.Short() {
-			n = 300
-		}
 	}
 	failed := runSeeds(*firstFlag, n, runtime.GOMAXPROCS(0))
 	for _, res := range failed {
