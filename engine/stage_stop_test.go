@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// stopBoundSlack is what Stop may take beyond RevokeTimeout: its doc
+// promises about RevokeTimeout + 15 s (the commit and the breakers' handover
+// are bounded); 5 s more for a loaded test machine.
+const stopBoundSlack = 20 * time.Second
+
+// TestStopReturnsWhileKafkaIsUnreachable owns a partition, lets an endpoint
+// answer 413 (so a dead letter must be written) once Kafka cannot take it,
+// and stops the stage: Stop must return within RevokeTimeout + 20 s however
+// Kafka behaves (before the owner rewrite it waited forever for the dead
+// letter's produce callback). Kafka is made unreachable two ways: the kfake
+// cluster is closed (every request fails), or it keeps its connections but
+// never answers a Produce (the group and commits still work). In the second
+// case the commit on Stop must not cover the delivery whose dead letter was
+// never acknowledged, so its next owner makes it again.
+func TestStopReturnsWhileKafkaIsUnreachable(t *testing.T) {
+	for _, mode := range []string{"cluster_closed", "produce_unanswered"} {
+		t.Run(mode, func(t *testing.T) {
+			r := kfakeStageRig(t, 1)
+			release := make(chan struct{})
+			rc := newReceiver(t, func(w http.ResponseWriter, req *http.Request, n int) {
+				if n == 0 {
+					w.WriteHeader(http.StatusOK) // the first delivery: the partition is owned and working
+					return
+				}
+				select { // the second: answered once Kafka is unreachable
+				case <-release:
+				case <-req.Context().Done():
+					return
+				}
+				w.WriteHeader(http.StatusRequestEntityTooLarge)
+			})
+			eps := newFakeEndpoints(testEndpoint("ep-1", rc.URL("/ep-1")))
+			s := r.startStage(stageOpts{endpoints: eps, tweak: func(c *DeliveryConfig) {
+				c.AttemptTimeout = 2 * time.Second // RevokeTimeout = 4 s
+			}})
+			s.waitOwned(t, 0)
+
+			r.produce(0, testDelivery("evt-ok", "ep-1", "order:1", 1))
+			rc.next(t, 30*time.Second, "the first delivery")
+			waitCond(t, 30*time.Second, "the first delivery to succeed", func() (bool, string) {
+				v := s.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
+				return v == 1, "delivered attempts: " + ftoa(v)
+			})
+			waitCond(t, 30*time.Second, "the first delivery's commit", func() (bool, string) {
+				at := r.committed(0)
+				return at == 1, "committed " + itoa(at)
+			})
+			r.produce(0, testDelivery("evt-too-large", "ep-1", "order:2", 1))
+			rc.next(t, 30*time.Second, "the second delivery")
+
+			switch mode {
+			case "cluster_closed":
+				r.cluster.Close()
+			case "produce_unanswered":
+				r.cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+					r.cluster.KeepControl()
+					return nil, nil, true // no answer, the connection stays open
+				})
+			}
+			close(release)
+			waitCond(t, 30*time.Second, "the 413 to be classified (its dead letter is then issued)", func() (bool, string) {
+				v := s.counter(t, "laneway_delivery_attempts_total", "outcome", "dead")
+				return v == 1, "dead attempts: " + ftoa(v)
+			})
+			if v := s.counter(t, "laneway_dead_letters_total", "reason", "payload_too_large"); v != 0 {
+				t.Fatalf("%v dead letters acknowledged by an unreachable Kafka", v)
+			}
+
+			bound := s.cfg.RevokeTimeout + stopBoundSlack
+			took := s.stopWithin(t, bound)
+			t.Logf("Stop with an unacknowledged dead letter took %v (bound %v)", took.Round(time.Millisecond), bound)
+			if v := s.counter(t, "laneway_dead_letters_total", "reason", "payload_too_large"); v != 0 {
+				t.Fatalf("a dead letter counted as written although Kafka never acknowledged it (%v)", v)
+			}
+			if mode == "produce_unanswered" {
+				if at := r.committed(0); at != 1 {
+					t.Fatalf("deliveries committed at %d after Stop, want 1: the delivery whose dead letter never landed must stay unfinished", at)
+				}
+			}
+		})
+	}
+}
+
+// TestRevokeCancelsAttemptsAtRevokeTimeout holds an attempt at the receiver
+// longer than the revoke deadline (AttemptTimeout 30 s, RevokeTimeout 1 s)
+// and revokes the partition, by Stop or by a second instance joining the
+// group: the attempt is canceled at the deadline (the receiver sees its
+// request's context end), counted as outcome "canceled" and not "retry",
+// never fed to the breaker, and left unfinished, so the next owner makes it.
+func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
+	const attemptTimeout, revokeTimeout = 30 * time.Second, time.Second
+	tweak := func(c *DeliveryConfig) { c.AttemptTimeout, c.RevokeTimeout = attemptTimeout, revokeTimeout }
+	// holdFirst holds the first attempt of every delivery until its request
+	// ends (a canceled attempt closes the connection) and answers 200 to
+	// every later one.
+	holdFirst := func(t *testing.T) *receiver {
+		seen := map[string]bool{}
+		var rc *receiver
+		rc = newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
+			id := req.Header.Get("webhook-id")
+			rc.mu.Lock()
+			first := !seen[id]
+			seen[id] = true
+			rc.mu.Unlock()
+			if first {
+				select {
+				case <-req.Context().Done():
+					return
+				case <-time.After(2 * attemptTimeout):
+				}
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		return rc
+	}
+
+	t.Run("stop", func(t *testing.T) {
+		stageBackends(t, 1, func(t *testing.T, r *stageRig) {
+			rc := holdFirst(t)
+			eps := newFakeEndpoints(testEndpoint("ep-1", rc.URL("/ep-1")))
+			br := newFakeBreakers()
+			s := r.startStage(stageOpts{endpoints: eps, breakers: br, tweak: tweak})
+			s.waitOwned(t, 0)
+			r.produce(0, testDelivery("evt-held", "ep-1", "order:1", 1))
+			rc.next(t, 30*time.Second, "the held attempt")
+
+			took := s.stopWithin(t, revokeTimeout+stopBoundSlack)
+			t.Logf("Stop with an attempt held past the revoke deadline took %v", took.Round(time.Millisecond))
+			if took < revokeTimeout {
+				t.Fatalf("Stop took %v: it did not wait RevokeTimeout (%v) for the attempt", took, revokeTimeout)
+			}
+			rc.waitEnded(t, 0)
+			checkCanceledOnly(t, s, br, 1)
+
+			// The canceled delivery stayed unfinished: the next owner makes it.
+			br2 := newFakeBreakers()
+			s2 := r.startStage(stageOpts{endpoints: eps, breakers: br2, tweak: tweak})
+			waitCond(t, time.Minute, "the next owner to deliver the canceled delivery", func() (bool, string) {
+				v := s2.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
+				return v == 1, "delivered by the next owner: " + ftoa(v)
+			})
+			if got := rc.answered("evt-held", http.StatusOK); got != 1 {
+				t.Fatalf("evt-held answered 200 %d times, want 1", got)
+			}
+		})
+	})
+
+	t.Run("rebalance", func(t *testing.T) {
+		stageBackends(t, 2, func(t *testing.T, r *stageRig) {
+			rc := holdFirst(t)
+			eps := newFakeEndpoints(testEndpoint("ep-0", rc.URL("/ep-0")), testEndpoint("ep-1", rc.URL("/ep-1")))
+			br := newFakeBreakers()
+			first := r.startStage(stageOpts{endpoints: eps, breakers: br, tweak: tweak})
+			first.waitOwned(t, 0)
+			first.waitOwned(t, 1)
+			r.produce(0, testDelivery("evt-p0", "ep-0", "order:0", 1))
+			r.produce(1, testDelivery("evt-p1", "ep-1", "order:1", 1))
+			rc.next(t, 30*time.Second, "the first held attempt")
+			rc.next(t, 30*time.Second, "the second held attempt")
+
+			// A second instance joins: the cooperative balancer moves one
+			// partition to it, and the first instance's revoke cancels the
+			// attempt on that partition at the deadline.
+			br2 := newFakeBreakers()
+			second := r.startStage(stageOpts{endpoints: eps, breakers: br2, tweak: tweak})
+			waitCond(t, 2*time.Minute, "the revoke to cancel one attempt", func() (bool, string) {
+				v := first.counter(t, "laneway_delivery_attempts_total", "outcome", "canceled")
+				return v == 1, "canceled: " + ftoa(v)
+			})
+			moved := int32(-1)
+			waitCond(t, time.Minute, "the second instance to own the revoked partition", func() (bool, string) {
+				for _, p := range []int32{0, 1} {
+					if second.owned(p) != nil && first.owned(p) == nil {
+						moved = p
+						return true, ""
+					}
+				}
+				return false, "no partition moved yet"
+			})
+			movedID := []string{"evt-p0", "evt-p1"}[moved]
+			keptID := []string{"evt-p0", "evt-p1"}[1-moved]
+			rc.waitEndedID(t, movedID)
+			if rc.endedID(keptID) {
+				t.Fatalf("the attempt of %s, on the partition the first instance kept, was ended too", keptID)
+			}
+			checkCanceledOnly(t, first, br, 1)
+			waitCond(t, time.Minute, "the new owner to deliver the canceled delivery", func() (bool, string) {
+				v := second.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
+				return v == 1 && rc.answered(movedID, http.StatusOK) == 1, "delivered by the new owner: " + ftoa(v)
+			})
+			if rec, _, _ := br2.snapshot(); len(rec) != 1 || rec[0] != "ep-"+itoa(int64(moved)) {
+				t.Fatalf("the new owner fed its breaker %v, want the one success of ep-%d", rec, moved)
+			}
+		})
+	})
+}
+
+// checkCanceledOnly checks that the stage counted exactly want attempts,
+// all canceled, and fed nothing to its breaker.
+func checkCanceledOnly(t *testing.T, s *testStage, br *fakeBreakers, want int) {
+	t.Helper()
+	for outcome, n := range map[string]float64{"canceled": float64(want), "retry": 0, "delivered": 0, "dead": 0, "gone": 0} {
+		if v := s.counter(t, "laneway_delivery_attempts_total", "outcome", outcome); v != n {
+			t.Errorf("laneway_delivery_attempts_total{outcome=%q} = %v, want %v", outcome, v, n)
+		}
+	}
+	if records, _, _ := br.snapshot(); len(records) != 0 {
+		t.Errorf("the canceled attempt fed the breaker: Record for %v", records)
+	}
+	if v := s.counter(t, "laneway_deliveries_total", "outcome", "dead"); v != 0 {
+		t.Errorf("a canceled attempt ended its delivery as dead (%v)", v)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// committed returns the deliveries group's committed offset of partition
+// p, -1 for none.
+func (r *stageRig) committed(p int32) int64 {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := r.adm.FetchOffsets(ctx, r.group)
+	if err != nil {
+		return -1
+	}
+	if o, ok := resp.Lookup(r.tops.Deliveries, p); ok && o.Err == nil {
+		return o.At
+	}
+	return -1
+}
