@@ -139,14 +139,16 @@ func (r *stageRig) endOffset(topic string, p int32) int64 {
 	return o.Offset
 }
 
-// deadLetters reads every dead letter written so far (read committed).
-func (r *stageRig) deadLetters() []event.DeadLetter {
+// readAll reads every record of topic written so far, partition by
+// partition in offset order (read uncommitted: the stage's produces are not
+// transactional).
+func (r *stageRig) readAll(topic string) []*kgo.Record {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := r.adm.ListEndOffsets(ctx, r.tops.Dead)
+	ends, err := r.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		r.t.Fatalf("dead end offsets: %v", err)
+		r.t.Fatalf("end offsets of %s: %v", topic, err)
 	}
 	want := map[int32]int64{}
 	offsets := map[int32]kgo.Offset{}
@@ -160,27 +162,43 @@ func (r *stageRig) deadLetters() []event.DeadLetter {
 		return nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.tops.Dead: offsets}))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []event.DeadLetter
+	var out []*kgo.Record
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			r.t.Fatalf("reading dead letters: %v (left %v)", ctx.Err(), want)
+			r.t.Fatalf("reading %s: %v (left %v)", topic, ctx.Err(), want)
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			var l event.DeadLetter
-			if err := json.Unmarshal(rec.Value, &l); err != nil {
-				r.t.Errorf("dead letter at %d/%d: %v", rec.Partition, rec.Offset, err)
-			}
-			out = append(out, l)
+			out = append(out, rec)
 			if rec.Offset+1 >= want[rec.Partition] {
 				delete(want, rec.Partition)
 			}
 		})
+	}
+	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	return out
+}
+
+// deadLetters reads every dead letter written so far.
+func (r *stageRig) deadLetters() []event.DeadLetter {
+	r.t.Helper()
+	var out []event.DeadLetter
+	for _, rec := range r.readAll(r.tops.Dead) {
+		var l event.DeadLetter
+		if err := json.Unmarshal(rec.Value, &l); err != nil {
+			r.t.Errorf("dead letter at %d/%d: %v", rec.Partition, rec.Offset, err)
+		}
+		out = append(out, l)
 	}
 	return out
 }
