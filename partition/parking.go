@@ -689,7 +689,13 @@ func (o *Owner) promoteReady(pl *parkedLane, ls *laneState, all bool) (moved boo
 		if pl.stagedLast[t.Entity] == t {
 			delete(pl.stagedLast, t.Entity)
 		}
-		ls.lane.Append(t)
+		if reintroduceCopyBug {
+			for _, old := range ls.lane.Push(t) { // the old read-back: coalescing with the lane
+				o.superseded(ls, old)
+			}
+		} else {
+			ls.lane.Append(t)
+		}
 		moved = true
 	}
 	if len(pl.staged) == 0 {

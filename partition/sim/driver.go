@@ -448,6 +448,9 @@ func (s *Sim) answer(endpointID string) (deliver.Result, time.Duration) {
 		}
 	case modeGone:
 		return status(http.StatusGone), lat
+	case modeHoldFail:
+		lat = min(timeout, 1500*time.Millisecond)
+		return status(http.StatusServiceUnavailable), lat
 	case modeTooLarge:
 		if s.chance(0.3) {
 			return status(http.StatusRequestEntityTooLarge), lat

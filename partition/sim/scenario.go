@@ -76,7 +76,7 @@ func (s *Sim) fault() {
 	}
 	ids := s.endpointIDs()
 	id := ids[s.rng.IntN(len(ids))]
-	switch s.rng.IntN(15) {
+	switch s.rng.IntN(17) {
 	case 0, 1:
 		s.setMode(id, receiverMode(1+s.rng.IntN(len(modeNames)-1)))
 	case 2:
@@ -115,7 +115,24 @@ func (s *Sim) fault() {
 		s.redrive(id)
 	case 14:
 		s.editEndpoint(id, "event_types changed", func(ep *endpoint.Endpoint) { ep.EventTypes = []string{"thing.updated"} })
+	case 15, 16:
+		s.pauseWhileFailing(id)
 	}
+}
+
+// pauseWhileFailing follows the operator runbook that lost deliveries
+// before the owner's rewrite: the receiver fails slowly, the endpoint is
+// paused while attempts are in flight, they fail and wait for their retry,
+// the receiver is fixed, the endpoint resumed.
+func (s *Sim) pauseWhileFailing(id string) {
+	s.setMode(id, modeHoldFail)
+	s.after(s.rand(2*time.Second), func() {
+		s.editEndpoint(id, "paused while failing", func(ep *endpoint.Endpoint) { ep.Paused = true })
+		s.after(s.latency([2]time.Duration{2 * time.Second, 15 * time.Second}), func() {
+			s.setMode(id, modeHealthy)
+			s.editEndpoint(id, "resumed", func(ep *endpoint.Endpoint) { ep.Paused = false })
+		})
+	})
 }
 
 func (s *Sim) endpointIDs() []string {

@@ -68,7 +68,7 @@ func drawParams(r *rand.Rand) params {
 		maxQueuedAppends:   5 + r.IntN(50),
 		maxPollRecords:     1 + r.IntN(20),
 		replayHoldRecords:  300 + r.IntN(200), // above any run's records: replays stay within the hold
-		readRecords:        1 + r.IntN(10),
+		readRecords:        4 + r.IntN(30),
 		attemptTimeout:     ms(500, 5000),
 		pollEvery:          20 * time.Millisecond, tickEvery: 50 * time.Millisecond, commitEvery: time.Second,
 		answerLatency:  [2]time.Duration{time.Millisecond, ms(10, 800)},
@@ -79,9 +79,11 @@ func drawParams(r *rand.Rand) params {
 		commitFailure:  []float64{0, 0.1}[r.IntN(2)],
 	}
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
-	// Retention beyond the maximum age: max_age dead-letters every parked
-	// record first, paused or not, so nothing may ever expire unread.
-	p.retention = p.retry.MaxAge + ms(20000, 60000)
+	// Retention beyond the maximum age by more than an owner may take to
+	// reach a record (the assignment scan, a crash, an outage): max_age
+	// dead-letters every parked record first, paused or not, so nothing may
+	// ever expire unread. (Production: 7 days against 72 hours.)
+	p.retention = p.retry.MaxAge + ms(60000, 120000)
 	return p
 }
 

@@ -89,9 +89,10 @@ const (
 	modeThrottling              // 429 with Retry-After
 	modeGone                    // 410
 	modeTooLarge                // 413 now and then
+	modeHoldFail                // holds each request, then 503 (the runbook)
 )
 
-var modeNames = []string{"healthy", "flaky", "failing", "slow", "throttling", "gone", "too_large"}
+var modeNames = []string{"healthy", "flaky", "failing", "slow", "throttling", "gone", "too_large", "hold_fail"}
 
 func (m receiverMode) String() string { return modeNames[m] }
 
