@@ -24,6 +24,7 @@ test:
 # takes a sample); a failing seed prints the command that replays it.
 sim:
 	$(GO) test -count=1 -timeout 15m ./partition/sim -run Sim -seeds 10000 -v
+	$(GO) test -count=1 -tags simbug ./partition/sim -run CopyBug -v
 
 # Millions of seeds, for a soak before a release: make soak FIRST=1 SEEDS=1000000
 FIRST ?= 1
