@@ -133,13 +133,6 @@ type Owner struct {
 	tracker       *Tracker // nil until the first record arrives
 	highWatermark int64
 	lastCommitted int64
-	// The replay hold: after assignment no attempt starts until the
-	// records up to replayEnd are routed (or holdUntil passes), so that a
-	// state the previous owner superseded is superseded again instead of
-	// starting before its successor arrives.
-	holding   bool
-	replayEnd int64
-	holdUntil time.Time
 
 	lanes    map[string]*laneState
 	waiting  map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
@@ -147,6 +140,7 @@ type Owner struct {
 	stopped  bool
 
 	parking
+	replay
 	dead      outbox[*DeadWrite]
 	deadSeq   uint64
 	stats     map[string]*endpointStats
@@ -203,6 +197,7 @@ func NewOwner(cfg Config) (*Owner, error) {
 		stats: map[string]*endpointStats{}, disabling: map[string]disableState{}, disableReasons: map[string]string{}, breakerIDs: map[string]struct{}{},
 	}
 	o.parking.init()
+	o.replay.init()
 	o.appends.seq = func(a *Append) uint64 { return a.seq }
 	o.appends.issue = cfg.Effects.Append
 	o.dead.seq = func(w *DeadWrite) uint64 { return w.seq }
@@ -264,29 +259,6 @@ func (o *Owner) Dispatch(records []Incoming, highWatermark int64) {
 			o.pump(ls, now)
 		}
 	}
-	o.flushOutboxes(now)
-}
-
-// endHold lets every lane start once the replay range is routed. The
-// deliveries of parked endpoints were routed to their lanes meanwhile, so
-// that they were coalesced as the previous owner's lane did; they now go to
-// the parked log, behind its backlog.
-func (o *Owner) endHold(now time.Time) {
-	o.holding = false
-	o.log.Info("replay range routed; deliveries start", "replay_end", o.replayEnd)
-	for _, id := range sortedKeys(o.lanes) {
-		ls := o.lanes[id]
-		if pl := o.parked[id]; pl != nil {
-			o.appendUnstarted(pl, ls)
-			continue
-		}
-		if ls.lane.Pending() > o.cfg.LaneBuffer {
-			o.park(ls, "lane_buffer")
-			continue
-		}
-		o.pump(ls, now)
-	}
-	o.refillParked()
 	o.flushOutboxes(now)
 }
 
