@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,7 +235,8 @@ type stageOpts struct {
 type testStage struct {
 	*DeliveryStage
 	reg      *prometheus.Registry
-	stopOnce sync.Once
+	stopping atomic.Bool
+	stopped  chan struct{} // closed when Stop has returned
 	stopTook time.Duration
 }
 
@@ -272,32 +274,31 @@ func (r *stageRig) startStage(o stageOpts) *testStage {
 		r.t.Fatal(err)
 	}
 	reg.MustRegister(s.Collector())
-	ts := &testStage{DeliveryStage: s, reg: reg}
+	ts := &testStage{DeliveryStage: s, reg: reg, stopped: make(chan struct{})}
 	s.Start()
 	r.t.Cleanup(ts.stop)
 	return ts
 }
 
-// stop stops the stage once and records how long Stop took.
+// stop stops the stage unless a stop was started already (a test that
+// gave up on a hanging Stop must not hang in its cleanup too).
 func (ts *testStage) stop() {
-	ts.stopOnce.Do(func() {
-		start := time.Now()
-		ts.Stop()
-		ts.stopTook = time.Since(start)
-	})
+	if ts.stopping.Swap(true) {
+		return
+	}
+	start := time.Now()
+	ts.Stop()
+	ts.stopTook = time.Since(start)
+	close(ts.stopped)
 }
 
 // stopWithin calls Stop and fails the test if it has not returned within
 // bound; it returns how long Stop took.
 func (ts *testStage) stopWithin(t *testing.T, bound time.Duration) time.Duration {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ts.stop()
-	}()
+	go ts.stop()
 	select {
-	case <-done:
+	case <-ts.stopped:
 		return ts.stopTook
 	case <-time.After(bound):
 		t.Fatalf("Stop has not returned within %v", bound)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -240,4 +242,32 @@ func (r *stageRig) committed(p int32) int64 {
 		return o.At
 	}
 	return -1
+}
+
+// TestStopReturnsWhileAssignmentCannotReadOffsets stops the stage while it
+// is taking a partition over and Kafka cannot answer the offset reads the
+// assignment needs (ListOffsets refused with NOT_LEADER_FOR_PARTITION, a
+// leaderless partition; or, after that, the cluster gone altogether). Stop
+// must still return within RevokeTimeout + 20 s, as its doc promises
+// whatever Kafka does.
+func TestStopReturnsWhileAssignmentCannotReadOffsets(t *testing.T) {
+	for _, mode := range []string{"offsets_refused", "cluster_closed"} {
+		t.Run(mode, func(t *testing.T) {
+			r := kfakeStageRig(t, 1)
+			refused := r.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Err: kerr.NotLeaderForPartition, Count: -1})
+			eps := newFakeEndpoints(testEndpoint("ep-1", "http://127.0.0.1:9/never"))
+			s := r.startStage(stageOpts{endpoints: eps, tweak: func(c *DeliveryConfig) { c.AttemptTimeout = time.Second }})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := refused.Wait(ctx, 3); err != nil {
+				t.Fatalf("the assignment never asked for offsets: %v", err)
+			}
+			if mode == "cluster_closed" {
+				r.cluster.Close()
+			}
+			bound := s.cfg.RevokeTimeout + stopBoundSlack
+			took := s.stopWithin(t, bound)
+			t.Logf("Stop during the assignment took %v (bound %v)", took.Round(time.Millisecond), bound)
+		})
+	}
 }
