@@ -23,7 +23,7 @@ const groupFetchWaitMs = 123
 
 // TestParkedAppendsBackpressureTheDeliveriesFetch parks a paused endpoint's
 // deliveries while kfake refuses every produce to the parked topic
-// (NOT_ENOUGH_REPLICAS, which the producer retries forever), so no parked
+// (with a retriable error, which the producer retries forever), so no parked
 // append is acknowledged. Once more than partition.DefaultMaxQueuedAppends
 // appends wait, the stage must stop fetching the deliveries partition:
 // the owner reports Backpressured, the group client's paused partitions
@@ -36,6 +36,15 @@ func TestParkedAppendsBackpressureTheDeliveriesFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("produces more than 20000 deliveries")
 	}
+	// NOT_ENOUGH_REPLICAS: the parked partition's ISR is too small;
+	// NOT_LEADER_FOR_PARTITION: it has no leader (the producer refreshes
+	// its metadata and tries again). Both are retried without end.
+	for _, refusal := range []*kerr.Error{kerr.NotEnoughReplicas, kerr.NotLeaderForPartition} {
+		t.Run(refusal.Message, func(t *testing.T) { testBackpressure(t, refusal) })
+	}
+}
+
+func testBackpressure(t *testing.T, refusal *kerr.Error) {
 	r := kfakeStageRig(t, 2)
 	fetches := watchGroupFetches(t, r)
 	ep := testEndpoint("ep-paused", "http://127.0.0.1:9/never")
@@ -48,7 +57,7 @@ func TestParkedAppendsBackpressureTheDeliveriesFetch(t *testing.T) {
 	s.waitOwned(t, 0)
 	s.waitOwned(t, 1)
 	refused := r.cluster.Fault(kfake.Fault{
-		Keys: []kmsg.Key{kmsg.Produce}, Topic: r.tops.Parked, Err: kerr.NotEnoughReplicas, Count: -1,
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: r.tops.Parked, Err: refusal, Count: -1,
 	})
 
 	first := partition.DefaultMaxQueuedAppends + 2000
