@@ -190,6 +190,8 @@ type DeliveryStage struct {
 
 	ctx        context.Context // ends when Stop gives up on Kafka: produces, reads and disables end
 	cancel     context.CancelFunc
+	stopping   context.Context // ends when Stop begins: an assignment waiting for Kafka gives up
+	stop       context.CancelFunc
 	loopCancel context.CancelFunc
 	loops      sync.WaitGroup // poll, commit and wake loops
 	background sync.WaitGroup // attempts, produces, reads, breaker and health loads, disables
@@ -202,6 +204,7 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	}
 	s := &DeliveryStage{cfg: cfg, parts: map[int32]*driven{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	// The parked reader gets a client of its own: Kafka answers requests on
 	// one connection in order, and the group consumer's long-polling fetches
 	// would otherwise delay every parked read by up to their max wait.
@@ -268,6 +271,7 @@ func (s *DeliveryStage) Start() {
 // breakers' handover are bounded): what Kafka has not acknowledged by then
 // is failed, and stays unfinished for the next owner.
 func (s *DeliveryStage) Stop() {
+	s.stop() // before waiting for the poll loop, which may wait for onAssigned
 	if s.loopCancel != nil {
 		s.loopCancel()
 	}
@@ -348,6 +352,12 @@ func (s *DeliveryStage) ownedIDs() []int32 {
 // of the partition paused until it is done, so the rebalance callback does
 // not hold up the instance's other partitions.
 func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	// The callback's context ends only when the client closes, which Stop
+	// does after the poll loop returned; and the poll loop waits for this
+	// callback. So it gives up when Stop begins, too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
 		at, err := s.assignmentOffsets(ctx, p)
 		if err != nil {

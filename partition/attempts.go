@@ -347,7 +347,14 @@ func (o *Owner) DisableDone(id string, err error) {
 	o.log.Warn("endpoint disabled", "endpoint", id, "reason", why)
 }
 
-func (o *Owner) retryDisables() {
+// disableRetryInterval spaces the retries of a disable write that fails.
+const disableRetryInterval = 5 * time.Second
+
+func (o *Owner) retryDisables(now time.Time) {
+	if now.Before(o.disableRetryAt) {
+		return
+	}
+	o.disableRetryAt = now.Add(disableRetryInterval)
 	for _, id := range sortedKeys(o.disabling) {
 		if o.disabling[id] == disableRetrying {
 			o.disabling[id] = disableInFlight

@@ -147,6 +147,7 @@ type Owner struct {
 	disabling map[string]disableState
 	// disableReasons are the reasons of disables not yet confirmed.
 	disableReasons map[string]string
+	disableRetryAt time.Time           // failed disables are written again from then on
 	breakerIDs     map[string]struct{} // every endpoint whose breaker this owner used
 }
 
@@ -396,7 +397,7 @@ func (o *Owner) Tick() {
 		o.endHold(now)
 	}
 	o.wake(now)
-	o.retryDisables()
+	o.retryDisables(now)
 	o.flushOutboxes(now)
 	o.refillParked()
 	o.releaseEarly()
