@@ -29,6 +29,7 @@ type backlogSample struct {
 type backlogReport struct {
 	Events           int                `json:"events"`
 	Entities         int                `json:"entities"`
+	States           bool               `json:"states"` // state updates (coalesce: true) rather than facts
 	Embedded         bool               `json:"embedded_broker"`
 	PublishSeconds   float64            `json:"publish_s"`
 	PublishPerSecond float64            `json:"publish_per_s"`
@@ -37,6 +38,7 @@ type backlogReport struct {
 	MaxRSSMB         float64            `json:"max_rss_mb"`
 	MaxHeapInuseMB   float64            `json:"max_heap_inuse_mb"`
 	FinalParked      float64            `json:"final_parked_backlog"`
+	Superseded       float64            `json:"superseded"` // states replaced by a newer revision
 	ParksByReason    map[string]float64 `json:"lanes_parked_by_reason"`
 	Attempts         map[string]float64 `json:"attempts_by_outcome"`
 	MaxInFlight      int64              `json:"max_in_flight"`
@@ -49,7 +51,7 @@ type backlogReport struct {
 const rssGoalMB = 256
 
 func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (report, error) {
-	p := newPlan(cfg.DataBytes, false, stream{count: cfg.Events, endpoints: 1, entities: cfg.Entities, rate: cfg.Rate})
+	p := newPlan(cfg.DataBytes, false, stream{count: cfg.Events, endpoints: 1, entities: cfg.Entities, rate: cfg.Rate, states: cfg.States})
 	r, err := startRig(ctx, cfg, p, 1, func(int) int { return backlogLimit }, stderr)
 	if err != nil {
 		return nil, err
@@ -59,7 +61,7 @@ func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (report, erro
 	// Released before the rig closes, so Laneway's stop has nothing to wait for.
 	defer close(hold)
 	r.recv.SetBehavior(0, benchrecv.Behavior{Hold: hold})
-	rep := &backlogReport{Events: cfg.Events, Entities: cfg.Entities, Embedded: len(cfg.KafkaBrokers) == 0}
+	rep := &backlogReport{Events: cfg.Events, Entities: cfg.Entities, States: cfg.States, Embedded: len(cfg.KafkaBrokers) == 0}
 	measureBacklog(ctx, cfg, r, rep, stderr)
 	return rep, nil
 }
@@ -80,7 +82,7 @@ func measureBacklog(ctx context.Context, cfg config, r *rig, rep *backlogReport,
 	}
 	smp := startSampler(cfg.Sample, take)
 	defer smp.stop()
-	fmt.Fprintf(stderr, "publishing %d events to one endpoint that never answers...\n", cfg.Events)
+	fmt.Fprintf(stderr, "publishing %d %s to one endpoint that never answers...\n", cfg.Events, rep.kind())
 	if err := publishPlan(ctx, r.prod, r.plan, pb); err != nil {
 		rep.Incomplete = err.Error()
 		return
@@ -147,10 +149,19 @@ func (rep *backlogReport) finish(r *rig) {
 	}
 	snap := snapshot(r.lw.app.Registry())
 	rep.FinalParked = snap.value("laneway_endpoint_parked", "endpoint", r.ids[0])
+	rep.Superseded = snap.sum("laneway_deliveries_superseded_total")
 	rep.ParksByReason = snap.byLabel("laneway_lanes_parked_total", "reason")
 	rep.Attempts = snap.byLabel("laneway_delivery_attempts_total", "outcome")
 	rep.MaxInFlight = r.recv.MaxInFlight(0)
 	rep.Receiver = r.recv.Stats()
+}
+
+// kind names what the run published.
+func (rep *backlogReport) kind() string {
+	if rep.States {
+		return "state updates (coalesce: true)"
+	}
+	return "facts"
 }
 
 func (rep *backlogReport) failures() []string {
@@ -173,8 +184,8 @@ func (rep *backlogReport) failures() []string {
 }
 
 func (rep *backlogReport) writeText(w io.Writer) {
-	fmt.Fprintf(w, "  one endpoint, max_concurrency %d, that never answers (every attempt times out); %d events over %d entities, published as fast as Kafka accepts\n",
-		backlogLimit, rep.Events, rep.Entities)
+	fmt.Fprintf(w, "  one endpoint, max_concurrency %d, that never answers (every attempt times out); %d %s over %d entities, published as fast as Kafka accepts\n",
+		backlogLimit, rep.Events, rep.kind(), rep.Entities)
 	if rep.Embedded {
 		fmt.Fprintf(w, "  NOTE: embedded broker: the RSS below includes kfake, which holds every record of the run in this process\n")
 	}
@@ -188,7 +199,7 @@ func (rep *backlogReport) writeText(w io.Writer) {
 		fmt.Fprintf(w, "  %4.0fs  %10d  %11.0f  %9.0f  %8.0f  %7.0f  %8.0f  %8.0f  %8.0f  %10d\n",
 			s.Seconds, s.Published, s.FannedOut, s.Parked, s.Pending, s.WatermarkLag, s.RSSMB, s.PeakRSSMB, s.HeapInuseMB, s.Goroutines)
 	}
-	fmt.Fprintf(w, "\nAt the end: %.0f parked; lanes parked by reason %v; attempts by outcome %v; max in flight %d (limit %d)\n",
-		rep.FinalParked, rep.ParksByReason, rep.Attempts, rep.MaxInFlight, backlogLimit)
+	fmt.Fprintf(w, "\nAt the end: %.0f parked, %.0f superseded; lanes parked by reason %v; attempts by outcome %v; max in flight %d (limit %d)\n",
+		rep.FinalParked, rep.Superseded, rep.ParksByReason, rep.Attempts, rep.MaxInFlight, backlogLimit)
 	fmt.Fprintf(w, "Receiver (arrivals; timed-out attempts are retried, so duplicates are expected here): %+v\n", rep.Receiver)
 }

@@ -25,6 +25,9 @@ type stream struct {
 	first, endpoints int
 	entities         int     // per endpoint
 	rate             float64 // events/s; 0 publishes as fast as Kafka accepts
+	// states makes every event a state update (coalesce: true), which a
+	// newer revision of its entity may supersede; false publishes facts.
+	states bool
 }
 
 func (s stream) endpoint(k int) int   { return s.first + k%s.endpoints }
@@ -97,7 +100,7 @@ func planEntityKey(n, entity int) string {
 func (p *plan) record(s stream, k int, at time.Time) *kgo.Record {
 	n, e := s.endpoint(k), s.entity(k)
 	key := planEntityKey(n, e)
-	value := appendEnvelope(nil, eventID(s.base+k), tenantName(n), key, s.revision(k), at, p.data)
+	value := appendEnvelope(nil, eventID(s.base+k), tenantName(n), key, s.revision(k), s.states, at, p.data)
 	return &kgo.Record{Key: []byte(key), Value: value}
 }
 

@@ -29,6 +29,10 @@ type scenarioFlags struct {
 	Window      time.Duration // incident: latency window width
 
 	BacklogSettle time.Duration // backlog: sampling after the backlog is all parked
+	// States (backlog): publish state updates (coalesce: true, revisions
+	// 1, 2, … per entity) instead of facts. Default false. With -events
+	// equal to -entities every entity gets exactly one state.
+	States bool
 
 	CostEndpoints  []int // cost: endpoint counts to compare
 	CostDeliveries int   // cost: deliveries per run
@@ -50,6 +54,7 @@ func (f *scenarioFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.Sample, "sample", 5*time.Second, "interval of metrics, committed-offset and memory samples")
 	fs.DurationVar(&f.Window, "window", 10*time.Second, "incident: width of the latency windows")
 	fs.DurationVar(&f.BacklogSettle, "backlog-settle", 20*time.Second, "backlog: keep sampling this long after the whole backlog is parked")
+	fs.BoolVar(&f.States, "states", false, "backlog: publish state updates (coalesce: true, one revision after another per entity) instead of facts")
 	fs.Func("cost-endpoints", "cost: comma-separated endpoint counts (default 10,100,1000,10000)", func(v string) error {
 		counts, err := parseCounts(v)
 		f.CostEndpoints = counts
@@ -107,6 +112,9 @@ func (c *config) applyScenarioDefaults(set map[string]bool) error {
 		def("attempt-timeout", func() { c.AttemptTimeout = 30 * time.Second })
 	default:
 		return fmt.Errorf("unknown -scenario %q (throughput, incident, backlog, cost, drain)", c.Scenario)
+	}
+	if c.States && c.Scenario != "backlog" {
+		return fmt.Errorf("-states applies to -scenario backlog only, not %q", c.Scenario)
 	}
 	return nil
 }

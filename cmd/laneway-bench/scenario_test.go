@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/event"
 )
 
 func TestLatencyWindowsBucketByPublishTime(t *testing.T) {
@@ -138,6 +140,40 @@ func TestPlanLookupInvertsTheStreams(t *testing.T) {
 	}
 }
 
+// TestPlanRecordStates: a states stream publishes envelopes Laneway
+// accepts as state updates, each entity's revisions counting 1, 2, …; a
+// facts stream's envelopes do not coalesce.
+func TestPlanRecordStates(t *testing.T) {
+	now := time.Now()
+	p := newPlan(48, false, stream{count: 6, endpoints: 1, entities: 3, states: true}, stream{count: 2, first: 1, endpoints: 1, entities: 2})
+	for slot := range p.slots {
+		s, k, _ := p.locate(slot)
+		rec := p.record(s, k, now)
+		env, err := event.ParseEnvelope(rec.Value, now)
+		if err != nil {
+			t.Fatalf("slot %d: %v\n%s", slot, err, rec.Value)
+		}
+		wantRev := int64(k/3) + 1
+		if s.first == 1 {
+			wantRev = 1
+		}
+		if env.Coalesce != s.states || env.Revision != wantRev || env.Entity != string(rec.Key) || env.ID != eventID(slot) {
+			t.Errorf("slot %d: %+v (key %s), want coalesce %v revision %d", slot, env, rec.Key, s.states, wantRev)
+		}
+	}
+}
+
+// TestBacklogStatesSmall parks a backlog of state updates, one per entity:
+// none is superseded, and all but the parked window (256 by default) wait
+// in the parked topic.
+func TestBacklogStatesSmall(t *testing.T) {
+	res := runSmall(t, "-scenario", "backlog", "-states", "-events", "3000", "-entities", "3000", "-lane-buffer", "100",
+		"-backlog-settle", "0")
+	if res["states"] != true || res["superseded"].(float64) != 0 || res["final_parked_backlog"].(float64) < 3000-256 {
+		t.Fatalf("result %v", res)
+	}
+}
+
 func TestAutoPorts(t *testing.T) {
 	if got := autoPorts(1800, 20000); got != 0 {
 		t.Errorf("1800 endpoints with 20000 files: %d ports, want one each (0)", got)
@@ -162,8 +198,11 @@ func TestScenarioFlags(t *testing.T) {
 	if cfg.Endpoints != 20 || cfg.AttemptTimeout != 5*time.Second {
 		t.Errorf("explicit flags overridden: %d endpoints, timeout %s", cfg.Endpoints, cfg.AttemptTimeout)
 	}
-	if cfg := testConfig(t, "-scenario", "backlog"); cfg.Events != 1_000_000 {
-		t.Errorf("backlog events %d", cfg.Events)
+	if cfg := testConfig(t, "-scenario", "backlog"); cfg.Events != 1_000_000 || cfg.States {
+		t.Errorf("backlog events %d, states %v", cfg.Events, cfg.States)
+	}
+	if cfg := testConfig(t, "-scenario", "backlog", "-states", "-entities", "1000000"); !cfg.States || cfg.Entities != 1_000_000 {
+		t.Errorf("backlog -states: states %v, %d entities", cfg.States, cfg.Entities)
 	}
 	if cfg := testConfig(t, "-scenario", "drain"); cfg.ParkAfter != 5*time.Second {
 		t.Errorf("drain park-after %s", cfg.ParkAfter)
@@ -173,6 +212,7 @@ func TestScenarioFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-scenario", "nope"}, {"-scenario", "cost", "-cost-endpoints", "10,0"}, {"-drain-limit", "0"}, {"-ports", "-1"},
+		{"-states"}, {"-scenario", "drain", "-states"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)

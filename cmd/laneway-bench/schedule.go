@@ -61,19 +61,20 @@ func (s schedule) lookup(endpoint int, msgID string) (benchrecv.Delivery, bool) 
 // eventValue is the record value of event seq, occurring at.
 func (s schedule) eventValue(seq int, at time.Time) []byte {
 	e := s.entity(seq)
-	return appendEnvelope(nil, eventID(seq), tenantName(s.tenantOfEntity(e)), entityName(e), s.revision(seq), at, s.data)
+	return appendEnvelope(nil, eventID(seq), tenantName(s.tenantOfEntity(e)), entityName(e), s.revision(seq), false, at, s.data)
 }
 
 // warmupValue is the warmup event of tenant t: an id and entity of their own,
 // so the receiver does not count it as a measured delivery.
 func (s schedule) warmupValue(t int, at time.Time) []byte {
-	return appendEnvelope(nil, "w"+strconv.Itoa(t), tenantName(t), "warmup:"+strconv.Itoa(t), 1, at, s.data)
+	return appendEnvelope(nil, "w"+strconv.Itoa(t), tenantName(t), "warmup:"+strconv.Itoa(t), 1, false, at, s.data)
 }
 
 // appendEnvelope writes an event envelope by hand: the publisher runs on the
 // same cores as Laneway, and encoding/json would cost it several times more.
-// Every string here is generated ASCII that needs no escaping.
-func appendEnvelope(b []byte, id, tenant, entity string, revision int64, at time.Time, data []byte) []byte {
+// Every string here is generated ASCII that needs no escaping. coalesce
+// makes the event a state update rather than a fact.
+func appendEnvelope(b []byte, id, tenant, entity string, revision int64, coalesce bool, at time.Time, data []byte) []byte {
 	b = append(b, `{"id":"`...)
 	b = append(b, id...)
 	b = append(b, `","type":"`+eventType+`","tenant":"`...)
@@ -82,6 +83,9 @@ func appendEnvelope(b []byte, id, tenant, entity string, revision int64, at time
 	b = append(b, entity...)
 	b = append(b, `","revision":`...)
 	b = strconv.AppendInt(b, revision, 10)
+	if coalesce {
+		b = append(b, `,"coalesce":true`...)
+	}
 	b = append(b, `,"occurred_at":"`...)
 	b = at.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","data":`...)
