@@ -268,6 +268,7 @@ func (o *Owner) endDead(ls *laneState, t *Task, reason, detail string, now time.
 	// to the parked log like any delivery in flight.
 	ls.running[t] = struct{}{}
 	o.writeDead(deadLetterOf(w.Delivery, reason, detail, now), func() {
+		w.deadLanded = true
 		o.appendEndMarker(ls.id, t, func() {
 			ls.lane.Finish(t)
 			o.release(ls, t)

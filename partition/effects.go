@@ -105,7 +105,8 @@ type Append struct {
 	lane   *parkedLane
 	src    int64 // the deliveries offset the append finishes; -1 for none
 	seq    uint64
-	ended  func() // for an end marker: runs once it is in Kafka
+	marker bool   // an end marker, not a delivery
+	ended  func() // for an end marker: runs once it is in Kafka (may be nil)
 }
 
 // Read asks for parked records of one partition from From.

@@ -24,7 +24,7 @@ const (
 	DefaultDisableAfter       = 5 * 24 * time.Hour
 	DefaultMaxAppendsInFlight = 1024
 	DefaultMaxQueuedAppends   = 20000
-	DefaultReplayHold         = 3 * time.Second
+	DefaultReplayHold         = time.Minute
 	DefaultReplayHoldRecords  = 50000
 )
 
@@ -72,7 +72,9 @@ type Config struct {
 	MaxQueuedAppends int
 	// ReplayHold bounds how long, after assignment, no attempt starts while
 	// the replay range (what the partition held beyond its committed
-	// watermark at assignment) is read. Default DefaultReplayHold (3s).
+	// watermark at assignment) is read: a safety net for a replay end that
+	// is never reached; the hold normally ends when the range is routed,
+	// Kafka outages included. Default DefaultReplayHold (1m).
 	ReplayHold time.Duration
 	// ReplayHoldRecords bounds the records the replay hold keeps in memory
 	// (lanes do not park during it): a longer replay starts once this many
@@ -175,6 +177,8 @@ type Work struct {
 	seq    int64 // for parked work: its rank among its lane's records read back
 	gone   bool  // for parked work still staged: superseded
 	ended  bool  // for parked work: an end marker says its delivery ended
+	// deadLanded: its dead letter is in Kafka and its end marker queued.
+	deadLanded bool
 }
 
 type disableState uint8
@@ -437,7 +441,7 @@ func (o *Owner) maintainLane(ls *laneState, now time.Time) {
 	if ep.Paused {
 		o.expirePaused(ls, now)
 	}
-	if o.parked[ls.id] == nil {
+	if o.parked[ls.id] == nil && !o.holding { // the replay hold keeps lanes whole
 		if why := o.parkReason(ls, ep, now); why != "" {
 			o.park(ls, why)
 			return

@@ -141,6 +141,12 @@ func (o *Owner) park(ls *laneState, why string) {
 	slices.SortFunc(running, func(a, b *Task) int { return cmp.Compare(a.Offset, b.Offset) })
 	for _, t := range running {
 		w := t.Payload.(*Work)
+		if w.deadLanded {
+			// Dead, its marker already queued: a copy would land after the
+			// marker and be read back as live. Another marker goes there.
+			o.appendEndMarker(ls.id, t, nil)
+			continue
+		}
 		pl.copies[t.Offset] = &copyState{}
 		o.enqueueAppend(pl, w.Delivery, t.Offset)
 	}
@@ -217,9 +223,11 @@ func (o *Owner) Appended(a *Append, offset int64, err error) {
 		return
 	}
 	o.parkedEnd = max(o.parkedEnd, offset+1)
-	if a.ended != nil { // an end marker
+	if a.marker {
 		o.markers = append(o.markers, marker{at: offset, src: SrcOffset(a.Record)})
-		a.ended()
+		if a.ended != nil {
+			a.ended()
+		}
 		if !o.stopped {
 			o.flushOutboxes(o.now())
 		}
@@ -491,6 +499,9 @@ func (o *Owner) load(pl *parkedLane, res ReadResult) {
 func (o *Owner) dieUnread(pl *parkedLane, r *kgo.Record, d *event.Delivery, now time.Time) {
 	pl.backlog = max(0, pl.backlog-1)
 	pl.loadedSeq++
+	// Never staged, it sits between its entity's staged record and the next
+	// one: those two must not coalesce across it.
+	delete(pl.stagedLast, d.Entity)
 	src := SrcOffset(r)
 	if cs := pl.copies[src]; cs != nil && cs.done {
 		delete(pl.copies, src)

@@ -101,7 +101,7 @@ func (o *Owner) appendEndMarker(endpointID string, t *Task, ended func()) {
 		},
 	}
 	o.appendSeq++
-	o.appends.push(&Append{Record: rec, src: -1, seq: o.appendSeq, ended: ended})
+	o.appends.push(&Append{Record: rec, src: -1, seq: o.appendSeq, marker: true, ended: ended})
 }
 
 // endMarker returns the parked offset an end marker names, and whether r

@@ -90,7 +90,7 @@ func (in *instance) assign() {
 	in.owning = true
 	in.fetchPos = in.s.kafka.deliveriesCommit
 	in.s.tracef("gen %d assigned: deliveries from %d, parked from %d", in.gen, in.fetchPos, in.s.kafka.parkedCommit)
-	in.owner.Assign(in.s.kafka.parkedCommit, in.s.kafka.deliveriesCommit, int64(len(in.s.kafka.deliveries)))
+	in.owner.Assign(in.s.kafka.parkedCommit, in.s.kafka.deliveriesCommit, in.s.kafka.lastRecordEnd())
 	in.s.after(in.s.p.pollEvery, in.poll)
 	in.s.after(in.s.p.tickEvery, in.tick)
 	in.s.after(in.s.p.commitEvery, in.maintain)

@@ -71,6 +71,17 @@ func (k *kafka) appendDelivery(rec *kgo.Record, aborted bool) int64 {
 	return rec.Offset
 }
 
+// lastRecordEnd is one past the deliveries partition's last record a
+// read-committed consumer gets (what the stage finds at assignment).
+func (k *kafka) lastRecordEnd() int64 {
+	for o := len(k.deliveries) - 1; o >= 0; o-- {
+		if !k.deliveries[o].aborted {
+			return int64(o) + 1
+		}
+	}
+	return 0
+}
+
 func (k *kafka) appendParked(rec *kgo.Record) int64 {
 	cp := *rec
 	cp.Offset = int64(len(k.parked))
