@@ -514,13 +514,20 @@ func (s *DeliveryStage) commit() {
 
 // commitPartitions commits, for each partition that moved, the deliveries
 // watermark under the consumer group and the parked offset under the
-// memberless parked group.
+// memberless parked group. A parked commit is not fenced by the group, so
+// it goes out only after a deliveries commit of the same partitions
+// succeeded in the same round (the watermark committed again if it did not
+// move): a member that lost its partitions has that commit refused, and so
+// never moves the next owner's parked progress.
 func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds []*driven) {
 	deliveries := map[int32]kgo.EpochOffset{}
 	parked := kadm.Offsets{}
 	for _, d := range ds {
-		var dw, pw int64
-		d.do(func(o *partition.Owner) { dw, pw = o.Watermarks() })
+		var dw, pw, current int64
+		d.do(func(o *partition.Owner) { dw, pw = o.Watermarks(); current = o.DeliveriesWatermark() })
+		if dw < 0 && pw >= 0 {
+			dw = current // the fence for the parked commit
+		}
 		if dw >= 0 {
 			deliveries[d.id] = kgo.EpochOffset{Epoch: -1, Offset: dw}
 		}
@@ -531,7 +538,7 @@ func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	dOK := len(deliveries) == 0 || s.commitDeliveries(ctx, cl, deliveries)
-	pOK := len(parked) == 0 || s.commitParked(ctx, parked)
+	pOK := len(parked) > 0 && dOK && s.commitParked(ctx, parked)
 	for _, d := range ds {
 		dw, pw := int64(-1), int64(-1)
 		if o, ok := deliveries[d.id]; ok && dOK {

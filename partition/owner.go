@@ -522,6 +522,16 @@ func (o *Owner) Watermarks() (deliveries, parked int64) {
 	return deliveries, parked
 }
 
+// DeliveriesWatermark is the deliveries offset below which everything is
+// finished: the driver commits it again, unchanged, to check that it still
+// owns the partition before it commits parked progress.
+func (o *Owner) DeliveriesWatermark() int64 {
+	if o.tracker == nil {
+		return o.deliveriesAt
+	}
+	return o.tracker.Watermark()
+}
+
 // Committed records what the driver committed (-1: that one was not).
 func (o *Owner) Committed(deliveries, parked int64) {
 	if deliveries >= 0 {
