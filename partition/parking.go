@@ -365,7 +365,9 @@ func (o *Owner) refillLane(pl *parkedLane, now time.Time) {
 		return
 	}
 	if ls := o.lanes[pl.id]; ls != nil {
-		o.promote(pl, ls, now)
+		if o.promoteReady(pl, ls, pl.readToEnd()) {
+			o.pump(ls, now)
+		}
 	}
 	if pl.readToEnd() {
 		// Nothing of the endpoint lies between: a caught-up lane follows
@@ -398,11 +400,13 @@ func (o *Owner) wantsRead(pl *parkedLane, now time.Time) bool {
 	return pl.backlog > 0 && o.expiredAt(pl.oldestBacklog, now) && len(pl.unfinished) < 2*o.cfg.ParkedWindow
 }
 
-// hasRoom reports whether a parked lane should read more: its window is
-// half empty, or it has staged records that wait for more to be read.
+// hasRoom reports whether a parked lane should read more: its window is at
+// least half empty, so that one read loads many records. Staged records
+// (at most the lookahead, a quarter of the window) never keep it from
+// reading; deliveries that do not finish (retrying, in flight) can, and the
+// lane's other entities then wait until they do: the window is bounded.
 func (o *Owner) hasRoom(pl *parkedLane) bool {
-	room := o.cfg.ParkedWindow - len(pl.unfinished)
-	return room >= o.cfg.ParkedWindow/2 || (room > 0 && len(pl.staged) > 0)
+	return o.cfg.ParkedWindow-len(pl.unfinished) >= o.cfg.ParkedWindow/2
 }
 
 // lookahead is how many later records of its endpoint a parked record
@@ -590,17 +594,10 @@ func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 	pl.stagedLast[t.Entity] = t
 }
 
-// promote moves the staged records that may start into the lane: those
-// lookahead records behind the newest read back, or all of them once
-// everything known has been read.
-func (o *Owner) promote(pl *parkedLane, ls *laneState, now time.Time) {
-	if o.promoteReady(pl, ls, pl.readToEnd()) {
-		o.pump(ls, now)
-	}
-}
 
-// promoteReady moves the staged records that may start into the lane, all
-// of them if all is set, and reports whether it moved any.
+// promoteReady moves the staged records that may start into the lane
+// (those lookahead records behind the newest read back) or all of them if
+// all is set, and reports whether it moved any.
 func (o *Owner) promoteReady(pl *parkedLane, ls *laneState, all bool) (moved bool) {
 	for len(pl.staged) > 0 {
 		t := pl.staged[0]
