@@ -24,7 +24,7 @@ const (
 	DefaultDisableAfter       = 5 * 24 * time.Hour
 	DefaultMaxAppendsInFlight = 1024
 	DefaultMaxQueuedAppends   = 20000
-	DefaultReplayHold         = time.Minute
+	DefaultReplayHold         = 15 * time.Second
 	DefaultReplayHoldRecords  = 50000
 )
 
@@ -73,8 +73,8 @@ type Config struct {
 	// ReplayHold bounds how long, after assignment, no attempt starts while
 	// the replay range (what the partition held beyond its committed
 	// watermark at assignment) is read: a safety net for a replay end that
-	// is never reached; the hold normally ends when the range is routed,
-	// Kafka outages included. Default DefaultReplayHold (1m).
+	// is not reached (Kafka unreachable at assignment); the hold normally
+	// ends as soon as the range is routed. Default DefaultReplayHold (15s).
 	ReplayHold time.Duration
 	// ReplayHoldRecords bounds the records the replay hold keeps in memory
 	// (lanes do not park during it): a longer replay starts once this many

@@ -594,7 +594,6 @@ func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 	pl.stagedLast[t.Entity] = t
 }
 
-
 // promoteReady moves the staged records that may start into the lane
 // (those lookahead records behind the newest read back) or all of them if
 // all is set, and reports whether it moved any.

@@ -192,16 +192,24 @@ type PartitionGauge struct {
 	WatermarkAge float64
 }
 
-// Gauges reports the live state of the owner's endpoints and partition.
+// Gauges reports the live state of the owner's endpoints and partition:
+// every endpoint with a lane, a parked backlog, or outcomes in the last
+// minute (so a breaker that just closed is seen at 0 before the series
+// goes).
 func (o *Owner) Gauges(now time.Time, each func(EndpointGauge)) PartitionGauge {
-	for id, ls := range o.lanes {
-		each(o.endpointGauge(id, ls, now))
+	for id := range o.stats {
+		each(o.endpointGauge(id, o.lanes[id], now))
 	}
-	for id, pl := range o.parked {
+	for id, ls := range o.lanes {
+		if _, ok := o.stats[id]; !ok {
+			each(o.endpointGauge(id, ls, now))
+		}
+	}
+	for id := range o.parked {
 		if _, laned := o.lanes[id]; !laned {
-			g := o.endpointGauge(id, nil, now)
-			g.Parked = pl.backlog
-			each(g)
+			if _, ok := o.stats[id]; !ok {
+				each(o.endpointGauge(id, nil, now))
+			}
 		}
 	}
 	pg := PartitionGauge{Partition: o.cfg.Partition}
