@@ -106,7 +106,7 @@ func newLetterWriter(ctx context.Context, t *testing.T, b testenv.Backend, topic
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, testenv.KeepForever(), topic); err != nil {
 		t.Fatal(err)
 	}
 	return &letterWriter{t: t, ctx: ctx, cl: cl}

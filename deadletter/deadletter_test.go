@@ -47,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	f.client = cl
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, -1, nil, f.dead); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, -1, testenv.KeepForever(), f.dead); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, -1, nil, f.dels); err != nil {

@@ -31,7 +31,7 @@ func seed(t *testing.T, b testenv.Backend, partitions, n int) (*Scanner, string)
 	}
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, int32(partitions), -1, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, int32(partitions), -1, testenv.KeepForever(), topic); err != nil {
 		t.Fatal(err)
 	}
 	var recs []*kgo.Record

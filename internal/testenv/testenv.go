@@ -73,3 +73,11 @@ var seq atomic.Int64
 func Unique(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d-%d", prefix, os.Getpid(), time.Now().UnixNano()%1e9, seq.Add(1))
 }
+
+// KeepForever is a topic config without retention, for tests that stamp
+// records in the past: the real broker's retention check would otherwise
+// delete them (it runs every few minutes) while the test reads.
+func KeepForever() map[string]*string {
+	forever := "-1"
+	return map[string]*string{"retention.ms": &forever}
+}
