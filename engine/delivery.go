@@ -233,6 +233,11 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.RecordPartitioner(parkedAwarePartitioner(cfg.Topics.Parked)),
+		// Produce is called from completions, some of them produce promises,
+		// where a Produce blocked on a full buffer would deadlock the client.
+		// Each owner keeps at most MaxAppendsInFlight + MaxDeadInFlight
+		// records with the producer; this leaves room for many partitions.
+		kgo.MaxBufferedRecords(maxBufferedRecords),
 	}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -242,6 +247,10 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	s.client = cl
 	return s, nil
 }
+
+// maxBufferedRecords is the delivery client's producer buffer: above what
+// the owners of many partitions keep in flight at once (2 × 1024 each).
+const maxBufferedRecords = 1 << 20
 
 // parkedAwarePartitioner writes parked records to the partition the record
 // names (the owner's partition) and everything else by key hash.

@@ -23,6 +23,7 @@ const (
 	DefaultParkedWindow       = 256
 	DefaultDisableAfter       = 5 * 24 * time.Hour
 	DefaultMaxAppendsInFlight = 1024
+	DefaultMaxDeadInFlight    = 1024
 	DefaultMaxQueuedAppends   = 20000
 	DefaultReplayHold         = 15 * time.Second
 	DefaultReplayHoldRecords  = 50000
@@ -66,6 +67,12 @@ type Config struct {
 	// MaxAppendsInFlight bounds the parked appends handed to the producer
 	// and not yet acknowledged. Default DefaultMaxAppendsInFlight (1024).
 	MaxAppendsInFlight int
+	// MaxDeadInFlight bounds the dead letters handed to the producer and
+	// not yet acknowledged. Default DefaultMaxDeadInFlight (1024). With
+	// MaxAppendsInFlight it bounds what the owner keeps with the producer,
+	// which the driver keeps below the producer's own buffer limit, so that
+	// handing a record over never blocks (a completion may hand one over).
+	MaxDeadInFlight int
 	// MaxQueuedAppends is the parked appends waiting (queued, in flight or
 	// to retry) beyond which Backpressured reports true, so the driver
 	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
@@ -101,6 +108,7 @@ func (c *Config) setDefaults() error {
 	setDefault(&c.LaneBuffer, DefaultLaneBuffer)
 	setDefault(&c.ParkedWindow, DefaultParkedWindow)
 	setDefault(&c.MaxAppendsInFlight, DefaultMaxAppendsInFlight)
+	setDefault(&c.MaxDeadInFlight, DefaultMaxDeadInFlight)
 	setDefault(&c.MaxQueuedAppends, DefaultMaxQueuedAppends)
 	setDefault(&c.ReplayHold, DefaultReplayHold)
 	setDefault(&c.ReplayHoldRecords, DefaultReplayHoldRecords)
@@ -494,7 +502,7 @@ func (o *Owner) wake(now time.Time) {
 // flushOutboxes issues the parked appends and dead letters that may go.
 func (o *Owner) flushOutboxes(now time.Time) {
 	o.appends.flush(now, o.cfg.MaxAppendsInFlight)
-	o.dead.flush(now, 0)
+	o.dead.flush(now, o.cfg.MaxDeadInFlight)
 }
 
 // Backpressured reports whether the driver should stop fetching the
