@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/laneway/laneway/deliver"
 )
 
 // TestReleaseHandsOverEveryBreakerUsed delivers to two endpoints of one
 // partition: ep-idle succeeds, so its lane goes idle and is dropped (the
-// stage stops reporting it), while ep-busy fails and its lane waits on a
+// stage reports it at 0 pending and in flight), while ep-busy fails and its lane waits on a
 // long retry delay. Releasing the partition (Stop) must flush the breakers
 // to Redis and then forget both endpoints' breakers, the idle one's too:
 // a breaker left in memory would be used as is, without a Warm, if the
@@ -42,9 +44,9 @@ func TestReleaseHandsOverEveryBreakerUsed(t *testing.T) {
 			return ok == 1 && retry == 1, "delivered " + ftoa(ok) + ", retry " + ftoa(retry)
 		})
 		waitCond(t, 30*time.Second, "ep-idle's lane to go idle while ep-busy's waits", func() (bool, string) {
-			_, idleShown := metricValue(t, s.reg, "laneway_endpoint_pending", "endpoint", "ep-idle")
+			idle := laneIdle(t, s.reg, "ep-idle")
 			busy, busyShown := metricValue(t, s.reg, "laneway_endpoint_pending", "endpoint", "ep-busy")
-			return !idleShown && busyShown && busy == 1, "ep-idle reported " + boolStr(idleShown) + ", ep-busy pending " + ftoa(busy)
+			return idle && busyShown && busy == 1, "ep-idle idle " + boolStr(idle) + ", ep-busy pending " + ftoa(busy)
 		})
 		if records, _, _ := br.snapshot(); !slices.Contains(records, "ep-idle") || !slices.Contains(records, "ep-busy") {
 			t.Fatalf("the breakers recorded %v, want both endpoints", records)
@@ -102,9 +104,8 @@ func TestRevokeHandsOverOnlyTheRevokedBreakers(t *testing.T) {
 		waitCond(t, 30*time.Second, "the idle lanes to go and the busy ones to wait", func() (bool, string) {
 			ok := first.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
 			retry := first.counter(t, "laneway_delivery_attempts_total", "outcome", "retry")
-			_, idle0 := metricValue(t, first.reg, "laneway_endpoint_pending", "endpoint", ids(0)[0])
-			_, idle1 := metricValue(t, first.reg, "laneway_endpoint_pending", "endpoint", ids(1)[0])
-			return ok == 2 && retry == 2 && !idle0 && !idle1, "delivered " + ftoa(ok) + ", retry " + ftoa(retry)
+			idle0, idle1 := laneIdle(t, first.reg, ids(0)[0]), laneIdle(t, first.reg, ids(1)[0])
+			return ok == 2 && retry == 2 && idle0 && idle1, "delivered " + ftoa(ok) + ", retry " + ftoa(retry)
 		})
 		if _, events, _ := br.snapshot(); slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "forget:") }) {
 			t.Fatalf("breakers forgotten before any release: %v", events)
@@ -150,4 +151,13 @@ func boolStr(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// laneIdle reports whether an endpoint holds nothing: no delivery pending or
+// in flight (its series stay a minute after its last outcome, at 0).
+func laneIdle(t *testing.T, reg prometheus.Gatherer, id string) bool {
+	t.Helper()
+	pending, _ := metricValue(t, reg, "laneway_endpoint_pending", "endpoint", id)
+	inFlight, _ := metricValue(t, reg, "laneway_endpoint_in_flight", "endpoint", id)
+	return pending == 0 && inFlight == 0
 }
