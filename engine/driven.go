@@ -31,6 +31,12 @@ type driven struct {
 	mu    sync.Mutex
 	owner *partition.Owner
 	fx    recorder
+	// produces are the appends and dead letters the owner asked for, in
+	// the order it asked (guarded by mu); handing them to the producer is
+	// serialised by handing, so that two goroutines carrying out effects
+	// never reorder them (the producer keeps the order it is given).
+	produces []func()
+	handing  sync.Mutex
 	idle  chan struct{} // closed once the owner is stopped and idle
 	// paused mirrors whether fetching the partition is paused.
 	paused bool
@@ -74,6 +80,7 @@ func (d *driven) do(fn func(o *partition.Owner)) {
 	d.mu.Lock()
 	fn(d.owner)
 	fx := d.fx.take()
+	d.queueProduces(fx)
 	if d.owner.Stopped() && d.owner.Idle() {
 		select {
 		case <-d.idle:
@@ -139,14 +146,7 @@ func (d *driven) carryOut(fx recorder) {
 		d.s.background.Add(1)
 		go d.attempt(a)
 	}
-	for _, a := range fx.appends {
-		d.produce(a.Record, func(r *kgo.Record, err error) {
-			d.do(func(o *partition.Owner) { o.Appended(a, r.Offset, err) })
-		})
-	}
-	for _, w := range fx.deads {
-		d.writeDead(w)
-	}
+	d.handProduces()
 	for _, rd := range fx.reads {
 		d.background(func() { d.read(rd) })
 	}
@@ -167,6 +167,49 @@ func (d *driven) background(fn func()) {
 		defer d.s.background.Done()
 		fn()
 	}()
+}
+
+// queueProduces queues, under mu, the produces fx asked for in its order.
+func (d *driven) queueProduces(fx recorder) {
+	for _, a := range fx.appends {
+		d.produces = append(d.produces, func() {
+			d.produce(a.Record, func(r *kgo.Record, err error) {
+				d.do(func(o *partition.Owner) { o.Appended(a, r.Offset, err) })
+			})
+		})
+	}
+	for _, w := range fx.deads {
+		d.produces = append(d.produces, func() { d.writeDead(w) })
+	}
+}
+
+// handProduces hands the queued produces to the producer, in order. Only
+// one goroutine hands at a time; one that finds another at it leaves its
+// produces to it (they were queued before it tried, and the hander looks
+// again after it stops). A promise the producer calls at once comes back
+// here on the same goroutine and leaves its produces to the loop too.
+func (d *driven) handProduces() {
+	for d.handing.TryLock() {
+		for {
+			d.mu.Lock()
+			batch := d.produces
+			d.produces = nil
+			d.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			for _, produce := range batch {
+				produce()
+			}
+		}
+		d.handing.Unlock()
+		d.mu.Lock()
+		more := len(d.produces) > 0
+		d.mu.Unlock()
+		if !more {
+			return
+		}
+	}
 }
 
 // produce hands one record to the group client; the promise runs once.
