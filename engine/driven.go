@@ -37,7 +37,7 @@ type driven struct {
 	// never reorder them (the producer keeps the order it is given).
 	produces []func()
 	handing  sync.Mutex
-	idle  chan struct{} // closed once the owner is stopped and idle
+	idle     chan struct{} // closed once the owner is stopped and idle
 	// paused mirrors whether fetching the partition is paused.
 	paused bool
 
