@@ -171,7 +171,7 @@ func (o *Owner) AttemptDone(a *Attempt, res AttemptResult) {
 	}
 	o.recordAttempt(ls, t, res, now)
 	o.logAttempt(t, res, outcome)
-	o.settle(ls, t, a.Endpoint, res, outcome, now)
+	o.settle(ls, t, res, outcome, now)
 	o.afterAttempt(ls, now)
 }
 
@@ -195,7 +195,8 @@ func (o *Owner) recordAttempt(ls *laneState, t *Task, res AttemptResult, now tim
 	}
 }
 
-func (o *Owner) settle(ls *laneState, t *Task, ep endpoint.Endpoint, res AttemptResult, outcome deliver.Outcome, now time.Time) {
+// settle acts on an attempt's classified outcome.
+func (o *Owner) settle(ls *laneState, t *Task, res AttemptResult, outcome deliver.Outcome, now time.Time) {
 	d := t.Payload.(*Work).Delivery
 	o.recordHealth(ls, outcome, now)
 	switch outcome {
@@ -217,7 +218,6 @@ func (o *Owner) settle(ls *laneState, t *Task, ep endpoint.Endpoint, res Attempt
 		o.noteOutcome(ls.id, kindFailed, now)
 		o.retry(ls, t, now.Add(delay))
 	}
-	_ = ep
 }
 
 // recordHealth feeds the outcome to the endpoint's breaker and asks for the
