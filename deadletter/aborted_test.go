@@ -37,7 +37,7 @@ func TestFindEndsPastAbortedLetters(t *testing.T) {
 			// search's fetches (16 KiB to 1 MiB, sized to the page).
 			w.write(kgo.TryAbort, letters("aborted", 40, 2<<10))
 			w.write(kgo.TryCommit, letters("kept", 5, 0))
-			waitStable(ctx, t, kadm.NewClient(w.cl), topic)
+			testenv.WaitStable(ctx, t, kadm.NewClient(w.cl), topic)
 
 			reader, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
 			if err != nil {
@@ -126,30 +126,5 @@ func (w *letterWriter) write(end kgo.TransactionEndTry, recs []*kgo.Record) {
 	}
 	if err := w.cl.EndTransaction(w.ctx, end); err != nil {
 		w.t.Fatal(err)
-	}
-}
-
-// waitStable waits until the last transaction's marker is written: the
-// coordinator writes markers after EndTransaction returns, and a search
-// ends at the topic's end, which the stable end must have reached.
-func waitStable(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ends, err1 := adm.ListEndOffsets(ctx, topic)
-		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
-		if err1 == nil && err2 == nil {
-			e, _ := ends.Lookup(topic, 0)
-			st, _ := stable.Lookup(topic, 0)
-			if e.Err == nil && st.Err == nil && st.Offset == e.Offset {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the last stable offset of %s never reached its end", topic)
-		case <-tick.C:
-		}
 	}
 }

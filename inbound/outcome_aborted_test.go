@@ -40,7 +40,7 @@ func TestOutcomeReadsPastAbortedVerifyTransactions(t *testing.T) {
 		}
 		writeTxn(ctx, t, cl, kgo.TryAbort, aborted)
 		writeTxn(ctx, t, cl, kgo.TryCommit, []*kgo.Record{outcomeRecord(topic, 0, &Item{ID: id, Source: "src", Status: StatusVerified}, time.Now())})
-		waitStable(ctx, t, adm, topic)
+		testenv.WaitStable(ctx, t, adm, topic)
 		// The verify group has consumed the capture.
 		var offs kadm.Offsets
 		offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
@@ -90,29 +90,5 @@ func writeTxn(ctx context.Context, t *testing.T, cl *kgo.Client, end kgo.Transac
 	}
 	if err := cl.EndTransaction(ctx, end); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitStable waits until the last transaction's marker is written (the
-// coordinator writes it after EndTransaction returns).
-func waitStable(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ends, err1 := adm.ListEndOffsets(ctx, topic)
-		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
-		if err1 == nil && err2 == nil {
-			e, _ := ends.Lookup(topic, 0)
-			st, _ := stable.Lookup(topic, 0)
-			if e.Err == nil && st.Err == nil && st.Offset == e.Offset {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the last stable offset of %s never reached its end", topic)
-		case <-tick.C:
-		}
 	}
 }

@@ -115,7 +115,7 @@ func TestReadCommittedMovesPastAbortedOnlyFetches(t *testing.T) {
 			w := newTxnWriter(ctx, t, b, topic)
 			w.write(kgo.TryAbort, "x", "y", "z")  // offsets 0-2, abort marker 3
 			w.write(kgo.TryCommit, "a", "b", "c") // offsets 4-6, commit marker 7
-			waitStable(ctx, t, kadm.NewClient(w.cl), topic)
+			testenv.WaitStable(ctx, t, kadm.NewClient(w.cl), topic)
 
 			reader, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
 			if err != nil {
@@ -155,7 +155,7 @@ func TestReadCommittedStopsAtAnOpenTransaction(t *testing.T) {
 			w := newTxnWriter(ctx, t, b, topic)
 			w.write(kgo.TryAbort, "x", "y")  // offsets 0-1, abort marker 2
 			w.write(kgo.TryCommit, "a", "b") // offsets 3-4, commit marker 5
-			waitStable(ctx, t, kadm.NewClient(w.cl), topic)
+			testenv.WaitStable(ctx, t, kadm.NewClient(w.cl), topic)
 			w.begin("open-1", "open-2") // offsets 6-7, no marker yet
 			defer func() { _ = w.cl.EndTransaction(context.Background(), kgo.TryAbort) }()
 

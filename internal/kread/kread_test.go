@@ -98,7 +98,7 @@ func TestReadCommittedSkipsAbortedAndMarkers(t *testing.T) {
 			writeTxn(kgo.TryCommit, "a", "b")
 			writeTxn(kgo.TryAbort, "x", "y", "z")
 			writeTxn(kgo.TryCommit, "c")
-			waitStable(ctx, t, kadm.NewClient(cl), topic)
+			testenv.WaitStable(ctx, t, kadm.NewClient(cl), topic)
 
 			reader, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
 			if err != nil {
@@ -130,30 +130,5 @@ func TestReadCommittedSkipsAbortedAndMarkers(t *testing.T) {
 				t.Fatalf("read committed returned %v, want [a b c]", got)
 			}
 		})
-	}
-}
-
-// waitStable waits until the last transaction's marker is written: the
-// coordinator writes markers after EndTransaction returns, and until then
-// the last stable offset hides the committed records before it.
-func waitStable(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ends, err1 := adm.ListEndOffsets(ctx, topic)
-		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
-		if err1 == nil && err2 == nil {
-			e, _ := ends.Lookup(topic, 0)
-			st, _ := stable.Lookup(topic, 0)
-			if e.Err == nil && st.Err == nil && st.Offset == e.Offset {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the last stable offset of %s never reached its end", topic)
-		case <-tick.C:
-		}
 	}
 }

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -80,4 +82,30 @@ func Unique(prefix string) string {
 func KeepForever() map[string]*string {
 	forever := "-1"
 	return map[string]*string{"retention.ms": &forever}
+}
+
+// WaitStable waits until partition 0 of topic is stable: the last
+// transaction's marker written (the coordinator writes markers after
+// EndTransaction returns, and until then the last stable offset hides the
+// committed records before it).
+func WaitStable(ctx context.Context, t testing.TB, adm *kadm.Client, topic string) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ends, err1 := adm.ListEndOffsets(ctx, topic)
+		stable, err2 := adm.ListCommittedOffsets(ctx, topic)
+		if err1 == nil && err2 == nil {
+			e, _ := ends.Lookup(topic, 0)
+			st, _ := stable.Lookup(topic, 0)
+			if e.Err == nil && st.Err == nil && st.Offset == e.Offset {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the last stable offset of %s never reached its end", topic)
+		case <-tick.C:
+		}
+	}
 }
