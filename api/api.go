@@ -71,8 +71,15 @@ type Config struct {
 	Redis redis.UniversalClient
 
 	// AdminToken is the bearer token every /v1/ route requires. Default: "",
-	// meaning no authentication (for local use only).
+	// meaning no token: for a loopback listener only, and then requests a
+	// web page could send are refused (wrong Host, cross-origin, writes
+	// without a JSON Content-Type). Length and strength are the caller's
+	// to check (ParseAdminTokens).
 	AdminToken string
+
+	// AdminTokens are accepted as well as AdminToken, e.g. the old and
+	// the new token during a rotation. Default: none.
+	AdminTokens []string
 
 	// IdempotencyTTL is how long the result of an ingest request is kept for
 	// replay. Default: DefaultIdempotencyTTL (24h).
@@ -141,15 +148,17 @@ type Server struct {
 	endpoints EndpointStore
 	publisher Publisher
 	redis     redis.UniversalClient
-	tokenHash [sha256.Size]byte // of AdminToken; compared in constant time
-	auth      bool
-	ttl       time.Duration
-	maxBody   int64
-	ready     func(context.Context) error
-	logger    *slog.Logger
-	now       func() time.Time
-	newID     func() string
-	handler   http.Handler
+	// tokenHashes are the accepted admin tokens' hashes, compared in
+	// constant time; none means tokenless (loopback) mode.
+	tokenHashes [][sha256.Size]byte
+	sameOrigin  *http.CrossOriginProtection
+	ttl         time.Duration
+	maxBody     int64
+	ready       func(context.Context) error
+	logger      *slog.Logger
+	now         func() time.Time
+	newID       func() string
+	handler     http.Handler
 
 	dead          DeadLetterFinder
 	redrives      Redriver
@@ -173,17 +182,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.setDefaults()
 	s := &Server{
-		endpoints: cfg.Endpoints,
-		publisher: cfg.Publisher,
-		redis:     cfg.Redis,
-		tokenHash: sha256.Sum256([]byte(cfg.AdminToken)),
-		auth:      cfg.AdminToken != "",
-		ttl:       cfg.IdempotencyTTL,
-		maxBody:   cfg.MaxBodyBytes,
-		ready:     cfg.Ready,
-		logger:    cfg.Logger,
-		now:       cfg.Now,
-		newID:     cfg.NewID,
+		endpoints:   cfg.Endpoints,
+		publisher:   cfg.Publisher,
+		redis:       cfg.Redis,
+		tokenHashes: hashTokens(append([]string{cfg.AdminToken}, cfg.AdminTokens...)),
+		sameOrigin:  http.NewCrossOriginProtection(),
+		ttl:         cfg.IdempotencyTTL,
+		maxBody:     cfg.MaxBodyBytes,
+		ready:       cfg.Ready,
+		logger:      cfg.Logger,
+		now:         cfg.Now,
+		newID:       cfg.NewID,
 
 		dead:          cfg.DeadLetters,
 		redrives:      cfg.Redrives,
@@ -194,8 +203,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
-	s.handler = s.accessLog(s.recoverPanics(s.routes(cfg.Metrics)))
+	s.handler = s.accessLog(noSniff(s.recoverPanics(s.routes(cfg.Metrics))))
 	return s, nil
+}
+
+func hashTokens(tokens []string) [][sha256.Size]byte {
+	var out [][sha256.Size]byte
+	for _, t := range tokens {
+		if t != "" {
+			out = append(out, sha256.Sum256([]byte(t)))
+		}
+	}
+	return out
 }
 
 func (c *Config) validate() error {

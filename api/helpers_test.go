@@ -227,7 +227,7 @@ func (h *harness) do(method, path, body string, headers ...string) response {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if body != "" {
+	if body != "" || method == http.MethodPost { // as every client must, without a token
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if h.token != "" {
@@ -236,9 +236,15 @@ func (h *harness) do(method, path, body string, headers ...string) response {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
+	return h.roundTrip(req)
+}
+
+// roundTrip sends req and reads the whole response.
+func (h *harness) roundTrip(req *http.Request) response {
+	h.t.Helper()
 	resp, err := h.srv.Client().Do(req)
 	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
+		h.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

@@ -132,12 +132,20 @@ func decodeError(err error) error {
 	return fmt.Errorf("malformed JSON: %v", err)
 }
 
-// requireToken refuses requests without the admin bearer token. Both sides
-// are hashed before the constant-time compare so that the token's length does
-// not leak either.
+// requireToken refuses requests without an admin bearer token, or, when
+// no token is configured, requests a web page could have sent
+// (guardTokenless). Admin responses are never stored by caches: several
+// carry endpoint secrets.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.auth && !s.validToken(r.Header.Get("Authorization")) {
+		w.Header().Set("Cache-Control", "no-store")
+		if len(s.tokenHashes) == 0 {
+			if s.guardTokenless(w, r) {
+				next.ServeHTTP(w, r)
+			}
+			return
+		}
+		if !s.validToken(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="laneway"`)
 			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
@@ -146,13 +154,30 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 	})
 }
 
+// validToken compares the presented token with every accepted one. Both
+// sides are hashed before the constant-time compare so that the tokens'
+// lengths do not leak either, and every token is compared so that the time
+// taken does not tell which one matched.
 func (s *Server) validToken(header string) bool {
 	scheme, token, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) == 1
+	match := 0
+	for _, want := range s.tokenHashes {
+		match |= subtle.ConstantTimeCompare(got[:], want[:])
+	}
+	return match == 1
+}
+
+// noSniff stops browsers from guessing a response's type: an API answer
+// that echoes user input must never be rendered as HTML.
+func noSniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // jsonMisses answers unknown routes (404) and wrong methods (405) with JSON

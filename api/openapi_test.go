@@ -643,16 +643,8 @@ func (h *harness) specRequest(c specCall) *http.Request {
 
 func (h *harness) send(c specCall) specResponse {
 	h.t.Helper()
-	resp, err := h.srv.Client().Do(h.specRequest(c))
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", c.method, c.path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return specResponse{status: resp.StatusCode, header: resp.Header, body: body}
+	r := h.roundTrip(h.specRequest(c))
+	return specResponse{status: r.status, header: r.header, body: r.body}
 }
 
 func specBearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {

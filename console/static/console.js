@@ -98,10 +98,10 @@ async function apiFetch(method, path, body, extraHeaders) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = 'Bearer ' + token;
   const init = { method, headers, cache: 'no-store' };
-  if (body !== undefined) {
-    headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
-  }
+  // Every write declares JSON, even without a body: a Laneway without an
+  // admin token refuses POSTs that a foreign page could forge.
+  if (body !== undefined || method !== 'GET') headers['Content-Type'] = 'application/json';
+  if (body !== undefined) init.body = JSON.stringify(body);
   let res;
   try {
     res = await fetch(path, init);

@@ -156,7 +156,9 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	if body != nil {
+	// Every POST declares JSON, even without a body: a tokenless Laneway
+	// refuses POSTs a web page could forge, which cannot carry this type.
+	if body != nil || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
