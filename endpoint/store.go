@@ -2,7 +2,6 @@ package endpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/secretbox"
 )
 
 // StoreConfig configures a Store.
@@ -23,6 +24,10 @@ type StoreConfig struct {
 	Topic string
 	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
 	ClientOpts []kgo.Opt
+	// Secrets seals endpoint secrets on the topic (and opens them). Default
+	// nil: secrets are written in plaintext, and sealed records' secrets do
+	// not open (the endpoint is held, see Store).
+	Secrets *secretbox.Ring
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -36,6 +41,15 @@ type StoreConfig struct {
 // built on it) changes the latest value of an endpoint instead of one read
 // earlier; see Update for how far that goes on a topic without
 // compare-and-set.
+//
+// Secrets are sealed with cfg.Secrets under its newest key when written,
+// and opened when read; records written in plaintext (before sealing) are
+// read as they are. An endpoint whose secrets do not open (its key is not
+// in the ring) is held: Get shows it paused and without secrets, so that
+// its deliveries wait in Kafka rather than go out unsigned or be signed
+// with anything else, and Put and Update refuse to write it
+// (ErrSecretsUnavailable) so its sealed secrets are never overwritten.
+// Delete still works.
 type Store struct {
 	cfg    StoreConfig
 	client *kgo.Client
@@ -44,9 +58,11 @@ type Store struct {
 	byID     map[string]Endpoint
 	byTenant map[string][]string // tenant -> endpoint ids
 	versions map[string]int64    // id -> offset of its latest record, tombstones included
-	watch    *watch              // the id an Update is writing, if any
-	applied  int64               // offset of the next record to apply
-	changed  chan struct{}       // closed and replaced whenever applied advances
+	keyIDs   map[string]string   // id -> key id its secrets are sealed under, "" for plaintext
+	held     map[string]heldRecord
+	watch    *watch        // the id an Update is writing, if any
+	applied  int64         // offset of the next record to apply
+	changed  chan struct{} // closed and replaced whenever applied advances
 
 	// updateMu serialises Update in this process, so that two Updates here
 	// never race each other (only writers elsewhere, or Put and Delete).
@@ -68,13 +84,25 @@ type watch struct {
 
 // replaced is what the record at offset replaced: the value (ok false for
 // none: deleted or never written) and the offset of the record that wrote it
-// (-1 for none).
+// (-1 for none); held is set when that value's secrets did not open.
 type replaced struct {
 	offset  int64
 	prev    Endpoint
 	ok      bool
 	version int64
+	held    *heldRecord
 }
+
+// heldRecord is an endpoint whose secrets do not open: why, and its record
+// value as read, so that it can be written back untouched.
+type heldRecord struct {
+	err error
+	raw []byte
+}
+
+// ErrSecretsUnavailable is returned by Put and Update for an endpoint whose
+// stored secrets this instance cannot open.
+var ErrSecretsUnavailable = errors.New("the endpoint's secrets cannot be decrypted with this instance's key file")
 
 // ErrNotFound is returned for an unknown or deleted endpoint id.
 var ErrNotFound = errors.New("endpoint not found")
@@ -105,6 +133,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	return &Store{
 		cfg: cfg, client: cl,
 		byID: map[string]Endpoint{}, byTenant: map[string][]string{}, versions: map[string]int64{},
+		keyIDs: map[string]string{}, held: map[string]heldRecord{},
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}, nil
 }
@@ -163,22 +192,40 @@ func (s *Store) apply(r *kgo.Record) {
 	id := string(r.Key)
 	if w := s.watch; w != nil && w.id == id {
 		prev, ok := s.byID[id]
-		w.seen = append(w.seen, replaced{offset: r.Offset, prev: prev, ok: ok, version: s.versionLocked(id)})
+		rep := replaced{offset: r.Offset, prev: prev, ok: ok, version: s.versionLocked(id)}
+		if h, held := s.held[id]; held {
+			rep.held = &h
+		}
+		w.seen = append(w.seen, rep)
 	}
 	s.versions[id] = r.Offset
 	s.removeLocked(id)
 	if r.Value != nil {
-		var e Endpoint
-		if err := json.Unmarshal(r.Value, &e); err != nil || e.ID != id {
-			s.cfg.Logger.Error("skipping unreadable endpoint config record", "offset", r.Offset, "key", id, "err", err)
-		} else {
-			s.byID[id] = e
-			s.byTenant[e.Tenant] = append(s.byTenant[e.Tenant], id)
-		}
+		s.addLocked(id, r)
 	}
 	s.applied = r.Offset + 1
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// addLocked applies the value of record r of endpoint id.
+func (s *Store) addLocked(id string, r *kgo.Record) {
+	d, err := decodeRecord(id, r.Value, s.cfg.Secrets)
+	if err != nil {
+		s.cfg.Logger.Error("skipping unreadable endpoint config record", "offset", r.Offset, "key", id, "err", err)
+		return
+	}
+	e := d.e
+	if d.secretErr != nil {
+		// Held: paused here so that its deliveries wait, never sent unsigned.
+		s.cfg.Logger.Error("endpoint secrets cannot be decrypted: its deliveries are held (shown paused) until the key is back in the key file",
+			"endpoint_id", id, "key_id", d.keyID, "offset", r.Offset, "err", d.secretErr)
+		s.held[id] = heldRecord{err: d.secretErr, raw: r.Value}
+		e.Paused = true
+	}
+	s.keyIDs[id] = d.keyID
+	s.byID[id] = e
+	s.byTenant[e.Tenant] = append(s.byTenant[e.Tenant], id)
 }
 
 func (s *Store) removeLocked(id string) {
@@ -187,6 +234,8 @@ func (s *Store) removeLocked(id string) {
 		return
 	}
 	delete(s.byID, id)
+	delete(s.keyIDs, id)
+	delete(s.held, id)
 	ids := slices.DeleteFunc(s.byTenant[old.Tenant], func(x string) bool { return x == id })
 	if len(ids) == 0 {
 		delete(s.byTenant, old.Tenant)
@@ -269,11 +318,25 @@ func (s *Store) Put(ctx context.Context, e Endpoint) error {
 	if e.ID == "" {
 		return errors.New("endpoint id is required")
 	}
-	value, err := json.Marshal(e)
+	if err := s.heldErr(e.ID); err != nil {
+		return err
+	}
+	value, err := encodeRecord(e, s.cfg.Secrets)
 	if err != nil {
 		return err
 	}
 	return s.write(ctx, e.ID, value)
+}
+
+// heldErr is ErrSecretsUnavailable, with the reason, when the secrets of
+// endpoint id do not open here.
+func (s *Store) heldErr(id string) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if h, ok := s.held[id]; ok {
+		return fmt.Errorf("endpoint %s: %w: %v", id, ErrSecretsUnavailable, h.err)
+	}
+	return nil
 }
 
 // Delete writes a tombstone for id and waits until it is applied.
@@ -355,6 +418,9 @@ func (s *Store) Update(ctx context.Context, id string, fn func(Endpoint) (Endpoi
 	if !ok {
 		return Endpoint{}, false, ErrNotFound
 	}
+	if err := s.heldErr(id); err != nil {
+		return Endpoint{}, false, err
+	}
 	// stale: the latest record of id is this Update's own, computed from a
 	// value another writer had replaced; it must be written over.
 	for writes, stale := 0, false; ; writes++ {
@@ -386,7 +452,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(Endpoint) (Endpoi
 			return Endpoint{}, false, fmt.Errorf("update endpoint %s: changed by another writer %d times in a row, gave up", id, writes)
 		}
 		if ok {
-			if value, err = json.Marshal(out); err != nil {
+			if value, err = encodeRecord(out, s.cfg.Secrets); err != nil {
 				return Endpoint{}, false, err
 			}
 		}
@@ -402,6 +468,9 @@ func (s *Store) Update(ctx context.Context, id string, fn func(Endpoint) (Endpoi
 				return Endpoint{}, false, outErr
 			}
 			return out, changed, nil
+		}
+		if rep.held != nil {
+			return Endpoint{}, false, s.restoreHeld(ctx, id, rep.held)
 		}
 		cur, ok, version, stale = rep.prev, rep.ok, rep.offset, true
 	}
@@ -450,4 +519,14 @@ func (s *Store) Disable(ctx context.Context, id, reason string, at time.Time) (E
 		e.Status, e.DisabledReason, e.UpdatedAt = StatusDisabled, reason, at.UTC()
 		return e, true, nil
 	})
+}
+
+// restoreHeld writes back, verbatim, another writer's record that this
+// Update overwrote but cannot rewrite (its secrets do not open here), and
+// returns ErrSecretsUnavailable.
+func (s *Store) restoreHeld(ctx context.Context, id string, h *heldRecord) error {
+	if err := s.write(ctx, id, h.raw); err != nil {
+		return fmt.Errorf("endpoint %s: restoring another writer's record: %w", id, err)
+	}
+	return fmt.Errorf("endpoint %s: %w: %v", id, ErrSecretsUnavailable, h.err)
 }

@@ -26,17 +26,7 @@ func backends(t *testing.T) []testenv.Backend {
 
 func newStore(t *testing.T, b testenv.Backend, topic string) *endpoint.Store {
 	t.Helper()
-	s, err := endpoint.NewStore(endpoint.StoreConfig{Brokers: b.Brokers, Topic: topic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return sealedStore(t, b, topic, nil)
 }
 
 func TestStoreFollowsTheConfigTopic(t *testing.T) {
