@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,15 +43,22 @@ type ingestResult struct {
 	Offset    int64  `json:"offset"`
 }
 
+// storedIngest is what is kept under an idempotency key once its request
+// succeeded: the response, and the fingerprint of the request it answers.
+type storedIngest struct {
+	Result      ingestResult `json:"result"`
+	Fingerprint string       `json:"request_sha256"`
+}
+
 // ingestEvent accepts one event envelope and publishes it.
 //
 // Idempotency: the key is the Idempotency-Key header or, failing that, an
 // event id the client supplied, scoped by tenant. A repeat of a request that
-// succeeded gets the first response again, with Idempotent-Replayed: true,
-// even when its body differs: the key alone identifies the request, as with
-// other APIs that take an Idempotency-Key. A repeat while the first is still
-// publishing gets 409. Without Redis, or when it fails, events are published
-// without deduplication, since Redis holds no truth.
+// succeeded gets the first response again, with Idempotent-Replayed: true. A
+// key reused for a different event gets 422: answering it with the first
+// event's 202 would drop the second silently. A repeat while the first is
+// still publishing gets 409. Without Redis, or when it fails, events are
+// published without deduplication, since Redis holds no truth.
 func (s *Server) ingestEvent(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -63,22 +71,27 @@ func (s *Server) ingestEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	key := s.idempotencyKey(r, body, env)
 	if key == "" {
-		s.publishAndRecord(w, r, env, "")
+		s.publishAndRecord(w, r, env, "", "")
 		return
 	}
-	state, stored, err := s.claim(r.Context(), key)
+	fp := fingerprint(body)
+	state, stored, err := s.claim(r.Context(), key, fp)
 	switch state {
 	case claimOwned:
-		s.publishAndRecord(w, r, env, key)
+		s.publishAndRecord(w, r, env, key, fp)
 	case claimPending:
 		writeError(w, http.StatusConflict, "a request with this idempotency key is in progress")
+	case claimConflict:
+		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "idempotency_key_reused",
+			Error: "this idempotency key (the Idempotency-Key header, or else the event id) was used " +
+				"for a different event; send a different event under a new key"})
 	case claimReplay:
 		w.Header().Set(replayedHeader, "true")
 		writeRawJSON(w, http.StatusAccepted, stored)
 	default:
 		s.logger.WarnContext(r.Context(), "api: idempotency store failed, publishing without deduplication",
 			"tenant", env.Tenant, "event_id", env.ID, "error", err)
-		s.publishAndRecord(w, r, env, "")
+		s.publishAndRecord(w, r, env, "", "")
 	}
 }
 
@@ -137,13 +150,16 @@ const (
 	claimOwned                         // this request publishes, then stores its result
 	claimPending                       // another request with this key is publishing
 	claimReplay                        // a stored result answers this request
+	claimConflict                      // the key was used for a different request
 )
 
-// claim marks key as pending unless it exists, and otherwise reads it.
-func (s *Server) claim(ctx context.Context, key string) (claimState, []byte, error) {
+// claim marks key as pending unless it exists, and otherwise reads it. fp is
+// the request's fingerprint, kept in the marker and the stored result so
+// that a different request under the same key is told apart.
+func (s *Server) claim(ctx context.Context, key, fp string) (claimState, []byte, error) {
 	// Two rounds, because the key can expire between SET NX and GET.
 	for range 2 {
-		ok, err := s.redis.SetNX(ctx, key, pendingValue, pendingTTL).Result()
+		ok, err := s.redis.SetNX(ctx, key, pendingValue+":"+fp, pendingTTL).Result()
 		if err != nil {
 			return claimUnavailable, nil, err
 		}
@@ -156,25 +172,58 @@ func (s *Server) claim(ctx context.Context, key string) (claimState, []byte, err
 			continue
 		case err != nil:
 			return claimUnavailable, nil, err
-		case string(stored) == pendingValue:
-			return claimPending, nil, nil
-		case isResult(stored):
-			return claimReplay, stored, nil
 		}
-		return claimUnavailable, nil, fmt.Errorf("idempotency key holds an unexpected value of %d bytes", len(stored))
+		return classify(stored, fp)
 	}
 	return claimUnavailable, nil, errors.New("idempotency key kept expiring")
 }
 
-func isResult(stored []byte) bool {
-	var res ingestResult
-	return json.Unmarshal(stored, &res) == nil && res.ID != ""
+// classify reads what an idempotency key holds. Markers and results written
+// before fingerprints existed (bare "pending", a bare ingestResult) carry
+// none and are trusted as the same request.
+func classify(stored []byte, fp string) (claimState, []byte, error) {
+	if marker, ok := strings.CutPrefix(string(stored), pendingValue); ok {
+		if other, ok := strings.CutPrefix(marker, ":"); ok && other != fp {
+			return claimConflict, nil, nil
+		}
+		return claimPending, nil, nil
+	}
+	var rec storedIngest
+	if json.Unmarshal(stored, &rec) == nil && rec.Result.ID != "" {
+		if rec.Fingerprint != fp {
+			return claimConflict, nil, nil
+		}
+		body, err := json.Marshal(rec.Result)
+		return claimReplay, body, err
+	}
+	var old ingestResult
+	if json.Unmarshal(stored, &old) == nil && old.ID != "" {
+		return claimReplay, stored, nil
+	}
+	return claimUnavailable, nil, fmt.Errorf("idempotency key holds an unexpected value of %d bytes", len(stored))
 }
 
-// publishAndRecord publishes env and answers 202, storing the answer under
-// key (when not "") for replays, or releases key when publishing failed so
-// that the client's retry is not refused.
-func (s *Server) publishAndRecord(w http.ResponseWriter, r *http.Request, env event.Envelope, key string) {
+// fingerprint identifies a request body by its JSON value, so that a retry
+// re-encoded by the client (key order, spacing) is still the same request.
+// The body was accepted by event.ParseEnvelope, so it decodes.
+func fingerprint(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // exact numbers: 1e400 and 1e401 must differ
+	var v any
+	canonical := body
+	if dec.Decode(&v) == nil {
+		if b, err := json.Marshal(v); err == nil { // map keys come out sorted
+			canonical = b
+		}
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
+// publishAndRecord publishes env and answers 202, storing the answer and the
+// request's fingerprint fp under key (when not "") for replays, or releases
+// key when publishing failed so that the client's retry is not refused.
+func (s *Server) publishAndRecord(w http.ResponseWriter, r *http.Request, env event.Envelope, key, fp string) {
 	res, err := s.publish(r.Context(), env)
 	// The client may have gone; the key must still be settled.
 	ctx := context.WithoutCancel(r.Context())
@@ -192,9 +241,18 @@ func (s *Server) publishAndRecord(w http.ResponseWriter, r *http.Request, env ev
 		return
 	}
 	if key != "" {
-		s.redisDo(ctx, "record", env, s.redis.Set(ctx, key, body, s.ttl).Err())
+		s.record(ctx, env, key, storedIngest{Result: res, Fingerprint: fp})
 	}
 	writeRawJSON(w, http.StatusAccepted, body)
+}
+
+// record stores a succeeded request's result under its key.
+func (s *Server) record(ctx context.Context, env event.Envelope, key string, rec storedIngest) {
+	value, err := json.Marshal(rec)
+	if err == nil {
+		err = s.redis.Set(ctx, key, value, s.ttl).Err()
+	}
+	s.redisDo(ctx, "record", env, err)
 }
 
 func (s *Server) publish(ctx context.Context, env event.Envelope) (ingestResult, error) {

@@ -146,22 +146,50 @@ func TestIdempotencyKeyReplays(t *testing.T) {
 		t.Fatalf("TTL of %s = %v, want the IdempotencyTTL", key, ttl)
 	}
 	stored, _ := h.mr.Get(key)
-	if stored+"\n" != string(first.body) {
-		t.Fatalf("stored %q, response %q", stored, first.body)
+	var rec storedIngest
+	if err := json.Unmarshal([]byte(stored), &rec); err != nil || rec.Result != decodeResult(t, first) || rec.Fingerprint != fingerprint([]byte(orderEvent)) {
+		t.Fatalf("stored %q (%v), response %q", stored, err, first.body)
 	}
 }
 
-func TestIdempotencyKeyWithDifferentBodyIsStillAReplay(t *testing.T) {
+// TestIdempotencyKeyReusedWithADifferentBodyIs422: a key names one
+// request. Reused for another event, the second event must not be dropped
+// behind a 202 for the first: the client is told, and nothing is published.
+func TestIdempotencyKeyReusedWithADifferentBodyIs422(t *testing.T) {
 	h := newHarness(t, nil)
 	first := h.do("POST", "/v1/events", orderEventWithID("evt_a"), "Idempotency-Key", "req-1")
 	wantStatus(t, first, http.StatusAccepted)
-	second := h.do("POST", "/v1/events", orderEventWithID("evt_b"), "Idempotency-Key", "req-1")
-	wantStatus(t, second, http.StatusAccepted)
-	if string(second.body) != string(first.body) || second.header.Get(replayedHeader) != "true" {
-		t.Fatalf("want a replay of the first response, got %q", second.body)
+	for name, body := range map[string]string{
+		"other id":       orderEventWithID("evt_b"),
+		"other revision": strings.Replace(orderEventWithID("evt_a"), `"revision":17`, `"revision":18`, 1),
+	} {
+		r := h.do("POST", "/v1/events", body, "Idempotency-Key", "req-1")
+		wantStatus(t, r, http.StatusUnprocessableEntity)
+		if got := r.json(t)["reason"]; got != "idempotency_key_reused" {
+			t.Errorf("%s: reason = %v, want idempotency_key_reused; body %s", name, got, r.body)
+		}
+	}
+	// The same event, reformatted, is the same request: a replay.
+	same := `{ "revision":17, "entity":"order:123", "tenant":"acme", "type":"order.updated", "id":"evt_a" }`
+	r := h.do("POST", "/v1/events", same, "Idempotency-Key", "req-1")
+	wantStatus(t, r, http.StatusAccepted)
+	if string(r.body) != string(first.body) || r.header.Get(replayedHeader) != "true" {
+		t.Fatalf("same event reformatted: want a replay of %q, got %q", first.body, r.body)
 	}
 	if pub := h.pub.published(); len(pub) != 1 || pub[0].ID != "evt_a" {
 		t.Fatalf("published %+v, want only evt_a", pub)
+	}
+}
+
+// TestEventIDReusedWithADifferentBodyIs422: without an Idempotency-Key the
+// client's event id is the key, with the same rule.
+func TestEventIDReusedWithADifferentBodyIs422(t *testing.T) {
+	h := newHarness(t, nil)
+	wantStatus(t, h.do("POST", "/v1/events", orderEventWithID("evt_1")), http.StatusAccepted)
+	other := strings.Replace(orderEventWithID("evt_1"), `"order:123"`, `"order:456"`, 1)
+	wantStatus(t, h.do("POST", "/v1/events", other), http.StatusUnprocessableEntity)
+	if n := len(h.pub.published()); n != 1 {
+		t.Fatalf("published %d, want 1", n)
 	}
 }
 
@@ -296,12 +324,14 @@ func TestConcurrentDuplicateWhilePendingIs409(t *testing.T) {
 	<-h.pub.entered // the first request holds the key and is publishing
 
 	key := "laneway:idem:acme:req-1"
-	if v, _ := h.mr.Get(key); v != pendingValue {
-		t.Fatalf("key = %q while publishing, want %q", v, pendingValue)
+	if v, _ := h.mr.Get(key); v != pendingValue+":"+fingerprint([]byte(orderEvent)) {
+		t.Fatalf("key = %q while publishing, want %q and the request's fingerprint", v, pendingValue)
 	}
 	if ttl := h.mr.TTL(key); ttl != pendingTTL {
 		t.Fatalf("pending TTL = %v, want %v", ttl, pendingTTL)
 	}
+	other := h.do("POST", "/v1/events", orderEventWithID("evt_other"), "Idempotency-Key", "req-1")
+	wantStatus(t, other, http.StatusUnprocessableEntity)
 	dup := h.do("POST", "/v1/events", orderEvent, "Idempotency-Key", "req-1")
 	wantStatus(t, dup, http.StatusConflict)
 	if got := dup.json(t)["error"]; got != "a request with this idempotency key is in progress" {
@@ -330,5 +360,23 @@ func TestCorruptIdempotencyValuePublishes(t *testing.T) {
 	wantStatus(t, h.do("POST", "/v1/events", orderEvent, "Idempotency-Key", "req-1"), http.StatusAccepted)
 	if n := len(h.pub.published()); n != 1 {
 		t.Fatalf("published %d, want 1", n)
+	}
+}
+
+// TestResultStoredBeforeFingerprintsReplays: a key written by an older
+// version (a bare result, no fingerprint) still answers its replay.
+func TestResultStoredBeforeFingerprintsReplays(t *testing.T) {
+	h := newHarness(t, nil)
+	old := `{"id":"evt_old","partition":3,"offset":9}`
+	if err := h.mr.Set("laneway:idem:acme:req-1", old); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("POST", "/v1/events", orderEvent, "Idempotency-Key", "req-1")
+	wantStatus(t, r, http.StatusAccepted)
+	if string(r.body) != old+"\n" || r.header.Get(replayedHeader) != "true" {
+		t.Fatalf("got %q, want a replay of %q", r.body, old)
+	}
+	if n := len(h.pub.published()); n != 0 {
+		t.Fatalf("published %d, want 0", n)
 	}
 }

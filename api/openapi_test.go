@@ -782,6 +782,8 @@ var specCalls = []specCall{
 	{method: "POST", path: "/v1/events", body: `{"type":"order.updated","tenant":"acme","entity":"order:1","data":"` + strings.Repeat("b", 280<<10) + `"}`, want: 400}, // over the event limit, under the body limit
 	{method: "POST", path: "/v1/events", body: `{"type":"` + specHuge + `","tenant":"acme","entity":"order:1"}`, want: 413, invalid: true},
 	{method: "POST", path: "/v1/events", body: `type=x`, header: []string{"Content-Type", "text/plain"}, want: 415, invalid: true},
+	{method: "POST", path: "/v1/events", body: `{"id":"evt_spec_reused","type":"order.updated","tenant":"acme","entity":"order:1"}`, want: 202},
+	{method: "POST", path: "/v1/events", body: `{"id":"evt_spec_reused","type":"order.updated","tenant":"acme","entity":"order:2"}`, want: 422},
 	{method: "POST", path: "/v1/events", body: `{"type":"order.updated","tenant":"acme","entity":"order:1"}`, noAuth: true, want: 401, invalid: true},
 	{mode: "down", method: "POST", path: "/v1/events", body: `{"type":"order.updated","tenant":"acme","entity":"order:1"}`, want: 503},
 	{mode: "panic", method: "POST", path: "/v1/events", body: `{"type":"order.updated","tenant":"acme","entity":"order:1"}`, want: 500},
