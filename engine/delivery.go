@@ -381,20 +381,13 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 		s.parts[p] = d
 		s.mu.Unlock()
 		d.pauseFetch(cl)
-		d.do(func(o *partition.Owner) { o.Assign(at.parkedStart, at.delivered, at.end) })
+		d.do(func(o *partition.Owner) { o.Assign(at) })
 	}
-}
-
-// assignment are the offsets an owner starts from.
-type assignment struct {
-	parkedStart int64 // the parked commit
-	delivered   int64 // the deliveries commit
-	end         int64 // the deliveries end offset: the replay range ends here
 }
 
 // assignmentOffsets retries until the offsets are read or ctx ends (the
 // client closing): dispatching without them could break per-entity order.
-func (s *DeliveryStage) assignmentOffsets(ctx context.Context, p int32) (assignment, error) {
+func (s *DeliveryStage) assignmentOffsets(ctx context.Context, p int32) (partition.Assignment, error) {
 	for attempt := 1; ; attempt++ {
 		at, err := s.tryAssignmentOffsets(ctx, p)
 		if err == nil || ctx.Err() != nil {
@@ -402,30 +395,49 @@ func (s *DeliveryStage) assignmentOffsets(ctx context.Context, p int32) (assignm
 		}
 		s.cfg.Logger.Error("reading committed offsets failed; retrying", "partition", p, "err", err)
 		if !sleepCtx(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
-			return assignment{}, ctx.Err()
+			return partition.Assignment{}, ctx.Err()
 		}
 	}
 }
 
-func (s *DeliveryStage) tryAssignmentOffsets(ctx context.Context, p int32) (at assignment, err error) {
+func (s *DeliveryStage) tryAssignmentOffsets(ctx context.Context, p int32) (at partition.Assignment, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if at.parkedStart, err = committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p); err != nil {
-		return at, fmt.Errorf("parked commit: %w", err)
-	}
-	if at.delivered, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
+	var meta string
+	if at.DeliveriesCommitted, meta, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
 		return at, fmt.Errorf("deliveries commit: %w", err)
+	}
+	if at.Parked, err = s.parkedProgress(ctx, p, meta); err != nil {
+		return at, err
 	}
 	ends, err := s.admin.ListEndOffsets(ctx, s.cfg.Topics.Deliveries)
 	if err != nil {
 		return at, fmt.Errorf("deliveries end: %w", err)
 	}
-	if o, ok := ends.Lookup(s.cfg.Topics.Deliveries, p); ok && o.Err == nil && o.Offset > at.delivered {
-		if at.end, err = s.lastRecordEnd(ctx, p, at.delivered, o.Offset); err != nil {
+	if o, ok := ends.Lookup(s.cfg.Topics.Deliveries, p); ok && o.Err == nil && o.Offset > at.DeliveriesCommitted {
+		if at.ReplayEnd, err = s.lastRecordEnd(ctx, p, at.DeliveriesCommitted, o.Offset); err != nil {
 			return at, fmt.Errorf("deliveries end: %w", err)
 		}
 	}
 	return at, nil
+}
+
+// parkedProgress decodes the parked progress the deliveries commit carries.
+// A commit without one (written before progress moved into it) falls back
+// to the parked group's offset, every endpoint read from there.
+func (s *DeliveryStage) parkedProgress(ctx context.Context, p int32, meta string) (partition.ParkedProgress, error) {
+	progress, err := partition.DecodeProgress(meta)
+	if err == nil {
+		return progress, nil
+	}
+	if !errors.Is(err, partition.ErrNoProgress) {
+		s.cfg.Logger.Warn("unreadable parked progress in the deliveries commit; reading the parked group's", "partition", p, "err", err)
+	}
+	at, _, err := committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p)
+	if err != nil {
+		return progress, fmt.Errorf("parked commit: %w", err)
+	}
+	return partition.ParkedProgress{Commit: at, Rest: at}, nil
 }
 
 // replayTailOffsets is how far below the end of the deliveries partition
@@ -452,24 +464,24 @@ func (s *DeliveryStage) lastRecordEnd(ctx context.Context, p int32, from, end in
 	return last, nil
 }
 
-// committedOffset returns group's committed offset for topic/p, or the log
-// start when it has none.
-func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string, p int32) (int64, error) {
+// committedOffset returns group's committed offset for topic/p with its
+// metadata, or the log start when it has none.
+func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string, p int32) (int64, string, error) {
 	resp, err := adm.FetchOffsets(ctx, group)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) { // a group that never committed
-		return 0, err
+		return 0, "", err
 	}
 	if o, ok := resp.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
-		return o.At, nil
+		return o.At, o.Metadata, nil
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if o, ok := starts.Lookup(topic, p); ok && o.Err == nil {
-		return o.Offset, nil
+		return o.Offset, "", nil
 	}
-	return 0, nil
+	return 0, "", nil
 }
 
 func (s *DeliveryStage) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
@@ -522,45 +534,55 @@ func (s *DeliveryStage) commit() {
 }
 
 // commitPartitions commits, for each partition that moved, the deliveries
-// watermark under the consumer group and the parked offset under the
-// memberless parked group. A parked commit is not fenced by the group, so
-// it goes out only after a deliveries commit of the same partitions
-// succeeded in the same round (the watermark committed again if it did not
-// move): a member that lost its partitions has that commit refused, and so
-// never moves the next owner's parked progress.
+// watermark with the parked progress as its metadata: one commit of the
+// consumer group, which refuses it from a member that lost the partition,
+// so a zombie never moves the next owner's parked progress. The parked
+// commit is then mirrored under the memberless parked group, for lag
+// tooling only: assignment reads it just when the deliveries commit holds
+// no progress (one written before progress moved into it).
 func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds []*driven) {
-	deliveries := map[int32]kgo.EpochOffset{}
-	parked := kadm.Offsets{}
+	commits := map[int32]partition.Commit{}
 	for _, d := range ds {
-		var dw, pw, current int64
-		d.do(func(o *partition.Owner) { dw, pw = o.Watermarks(); current = o.DeliveriesWatermark() })
-		if dw < 0 && pw >= 0 {
-			dw = current // the fence for the parked commit
-		}
-		if dw >= 0 {
-			deliveries[d.id] = kgo.EpochOffset{Epoch: -1, Offset: dw}
-		}
-		if pw >= 0 {
-			parked.AddOffset(s.cfg.Topics.Parked, d.id, pw, -1)
-		}
+		d.do(func(o *partition.Owner) {
+			if c, moved := o.PendingCommit(); moved {
+				commits[d.id] = c
+			}
+		})
+	}
+	if len(commits) == 0 {
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	dOK := len(deliveries) == 0 || s.commitDeliveries(ctx, cl, deliveries)
-	pOK := len(parked) > 0 && dOK && s.commitParked(ctx, parked)
-	for _, d := range ds {
-		dw, pw := int64(-1), int64(-1)
-		if o, ok := deliveries[d.id]; ok && dOK {
-			dw = o.Offset
-		}
-		if o, ok := parked.Lookup(s.cfg.Topics.Parked, d.id); ok && pOK {
-			pw = o.At
-		}
-		d.do(func(o *partition.Owner) { o.Committed(dw, pw) })
+	if !s.commitDeliveries(ctx, cl, commits) {
+		return
 	}
+	parked := kadm.Offsets{}
+	for _, d := range ds {
+		if c, ok := commits[d.id]; ok {
+			d.do(func(o *partition.Owner) { o.Committed(c) })
+			parked.AddOffset(s.cfg.Topics.Parked, d.id, c.Parked.Commit, -1)
+		}
+	}
+	s.mirrorParked(ctx, parked)
 }
 
-func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, offsets map[int32]kgo.EpochOffset) bool {
+func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, commits map[int32]partition.Commit) bool {
+	offsets := make(map[int32]kgo.EpochOffset, len(commits))
+	for p, c := range commits {
+		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: c.Deliveries}
+	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				rp := &req.Topics[i].Partitions[j]
+				if c, ok := commits[rp.Partition]; ok && req.Topics[i].Topic == s.cfg.Topics.Deliveries {
+					rp.Metadata = kmsg.StringPtr(c.Metadata)
+				}
+			}
+		}
+		return nil
+	})
 	var commitErr error
 	all := map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Deliveries: offsets}
 	cl.CommitOffsetsSync(ctx, all, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -573,16 +595,16 @@ func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, of
 	return true
 }
 
-func (s *DeliveryStage) commitParked(ctx context.Context, offsets kadm.Offsets) bool {
+// mirrorParked commits the parked offsets under the parked group, where
+// consumer-lag tools see them; a failure is only logged.
+func (s *DeliveryStage) mirrorParked(ctx context.Context, offsets kadm.Offsets) {
 	resp, err := s.admin.CommitOffsets(ctx, s.cfg.ParkedGroup, offsets)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		s.cfg.Logger.Warn("parked commit failed; will retry", "err", err)
-		return false
+		s.cfg.Logger.Warn("mirroring the parked commit failed", "err", err)
 	}
-	return true
 }
 
 func firstCommitError(resp *kmsg.OffsetCommitResponse, err error) error {

@@ -77,6 +77,12 @@ type Config struct {
 	// to retry) beyond which Backpressured reports true, so the driver
 	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
 	MaxQueuedAppends int
+	// MaxProgressBytes bounds the parked progress committed as the
+	// deliveries commit's metadata; Kafka's offset.metadata.max.bytes must
+	// be above it. Beyond it, the endpoints least ahead of the parked commit
+	// are left out (a restart reads their finished parked records again).
+	// Default DefaultMaxProgressBytes (3072).
+	MaxProgressBytes int
 	// ReplayHold bounds how long, after assignment, no attempt starts while
 	// the replay range (what the partition held beyond its committed
 	// watermark at assignment) is read: a safety net for a replay end that
@@ -112,6 +118,7 @@ func (c *Config) setDefaults() error {
 	setDefault(&c.MaxQueuedAppends, DefaultMaxQueuedAppends)
 	setDefault(&c.ReplayHold, DefaultReplayHold)
 	setDefault(&c.ReplayHoldRecords, DefaultReplayHoldRecords)
+	setDefault(&c.MaxProgressBytes, DefaultMaxProgressBytes)
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
@@ -143,6 +150,7 @@ type Owner struct {
 	tracker       *Tracker // nil until the first record arrives
 	highWatermark int64
 	lastCommitted int64
+	lastMetadata  string // the parked progress last committed, encoded
 
 	lanes    map[string]*laneState
 	waiting  map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
@@ -512,42 +520,13 @@ func (o *Owner) Backpressured() bool {
 	return o.appends.pending() > o.cfg.MaxQueuedAppends || !o.discovered
 }
 
-// Watermarks returns the deliveries and parked offsets to commit, -1 for
-// one that has not moved since it was last committed.
-func (o *Owner) Watermarks() (deliveries, parked int64) {
-	deliveries, parked = -1, -1
-	if o.tracker != nil {
-		if w := o.tracker.Watermark(); w != o.lastCommitted {
-			deliveries = w
-		}
-	}
-	if !o.discovered {
-		return deliveries, -1
-	}
-	if w := o.parkedCommitOffset(); w != o.lastParkedCommit {
-		parked = w
-	}
-	return deliveries, parked
-}
-
 // DeliveriesWatermark is the deliveries offset below which everything is
-// finished: the driver commits it again, unchanged, to check that it still
-// owns the partition before it commits parked progress.
+// finished.
 func (o *Owner) DeliveriesWatermark() int64 {
 	if o.tracker == nil {
 		return o.deliveriesAt
 	}
 	return o.tracker.Watermark()
-}
-
-// Committed records what the driver committed (-1: that one was not).
-func (o *Owner) Committed(deliveries, parked int64) {
-	if deliveries >= 0 {
-		o.lastCommitted = deliveries
-	}
-	if parked >= 0 {
-		o.lastParkedCommit = parked
-	}
 }
 
 // Stop gives the partition up: every unstarted task is dropped (the next

@@ -32,12 +32,11 @@ const SrcHeader = "laneway-src"
 
 // parking is the parked state of an owner.
 type parking struct {
-	parked           map[string]*parkedLane
-	parkedEnd        int64 // next offset of the parked partition
-	lastParkedCommit int64 // parked offset last committed
-	appends          outbox[*Append]
-	appendSeq        uint64
-	reads            int // parked reads out
+	parked    map[string]*parkedLane
+	parkedEnd int64 // next offset of the parked partition
+	appends   outbox[*Append]
+	appendSeq uint64
+	reads     int // parked reads out
 }
 
 func (p *parking) init() {

@@ -19,9 +19,11 @@ import (
 
 // replay is what an owner knows of its predecessor's work.
 type replay struct {
-	discovered   bool         // the assignment scan has read the parked partition to its end
-	scanCursor   int64        // where the assignment scan reads next
-	scanReading  bool         // a scan read is out
+	discovered   bool  // the assignment scan has read the parked partition to its end
+	scanCursor   int64 // where the assignment scan reads next
+	scanReading  bool  // a scan read is out
+	scanStart    int64 // where the scan began (the log start if retention passed the commit)
+	assigned     ParkedProgress
 	deliveriesAt int64        // the deliveries commit at assignment
 	early        []earlyBatch // deliveries fetched before the scan finished
 
@@ -116,19 +118,33 @@ func endMarker(r *kgo.Record) (parkedAt int64, ok bool) {
 	return 0, false
 }
 
+// Assignment is where an owner starts: the commits it found.
+type Assignment struct {
+	// Parked is the committed parked progress.
+	Parked ParkedProgress
+	// DeliveriesCommitted is the deliveries partition's committed offset.
+	DeliveriesCommitted int64
+	// ReplayEnd is one past the deliveries partition's last record at
+	// assignment: the replay range ends there.
+	ReplayEnd int64
+}
+
 // Assign begins ownership: before any delivery of the partition is
-// dispatched, the parked partition is read from its committed offset
-// (parkedStart) to its end, to find the endpoints that still have a parked
-// backlog (they stay parked, so new deliveries queue behind it) and the
-// deliveries offsets at or above deliveriesCommitted that are parked already
-// (replays of those are not appended twice). Deliveries dispatched meanwhile
-// wait; Backpressured is true until it is done. Then no attempt starts until
-// the deliveries up to replayEnd (one past the partition's last record at
-// assignment) are routed, or ReplayHold has passed.
-func (o *Owner) Assign(parkedStart, deliveriesCommitted, replayEnd int64) {
-	o.holding, o.replayEnd = replayEnd > deliveriesCommitted, replayEnd
-	o.parkedEnd, o.lastParkedCommit = parkedStart, parkedStart
-	o.scanCursor, o.deliveriesAt = parkedStart, deliveriesCommitted
+// dispatched, the parked partition is read from its committed offset to
+// its end, to find the endpoints that still have a parked backlog (they
+// stay parked, so new deliveries queue behind it; an endpoint's records
+// below its own committed progress are finished and skipped) and the
+// deliveries offsets at or above the deliveries commit that are parked
+// already (replays of those are not appended twice). Deliveries dispatched
+// meanwhile wait; Backpressured is true until it is done. Then no attempt
+// starts until the deliveries up to ReplayEnd are routed, or ReplayHold has
+// passed.
+func (o *Owner) Assign(a Assignment) {
+	o.holding, o.replayEnd = a.ReplayEnd > a.DeliveriesCommitted, a.ReplayEnd
+	o.assigned = a.Parked
+	start := a.Parked.Commit
+	o.parkedEnd, o.scanStart = start, start
+	o.scanCursor, o.deliveriesAt = start, a.DeliveriesCommitted
 	o.scanRead()
 }
 
@@ -148,8 +164,7 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 	}
 	switch {
 	case res.OutOfRange:
-		o.scanCursor = res.LogStart
-		o.lastParkedCommit = -1 // the committed offset is gone: commit again
+		o.scanCursor, o.scanStart = res.LogStart, res.LogStart
 		o.scanRead()
 		return
 	case err != nil:
@@ -178,16 +193,19 @@ func (o *Owner) noteDiscovered(r *kgo.Record) {
 		return
 	}
 	id := string(r.Key)
-	pl, ok := o.parked[id]
-	if !ok {
-		pl = newParkedLane(id, r.Offset)
-		o.parked[id] = pl
-		o.statsOf(id).parkedReason = "parked"
-	}
-	pl.last = r.Offset
 	var d event.Delivery
-	if json.Unmarshal(r.Value, &d) == nil {
-		pl.noteBacklog(d.CreatedAt)
+	parsed := json.Unmarshal(r.Value, &d) == nil
+	if r.Offset >= o.assigned.NeedsFrom(id) { // below it, the endpoint finished it
+		pl, ok := o.parked[id]
+		if !ok {
+			pl = newParkedLane(id, r.Offset)
+			o.parked[id] = pl
+			o.statsOf(id).parkedReason = "parked"
+		}
+		pl.last = r.Offset
+		if parsed {
+			pl.noteBacklog(d.CreatedAt)
+		}
 	}
 	if src := SrcOffset(r); src >= o.deliveriesAt {
 		o.alreadyParked[src] = struct{}{}

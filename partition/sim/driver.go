@@ -75,7 +75,7 @@ func (s *Sim) newInstance() *instance {
 		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
 		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
 		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends,
-		ReplayHoldRecords: s.p.replayHoldRecords, ReplayHold: time.Minute, // above the simulated outages
+		ReplayHoldRecords: s.p.replayHoldRecords, MaxProgressBytes: s.p.maxProgressBytes, ReplayHold: time.Minute, // above the simulated outages
 		Metrics: &s.metrics, Logger: s.logger,
 	})
 	if err != nil {
@@ -89,8 +89,9 @@ func (s *Sim) newInstance() *instance {
 func (in *instance) assign() {
 	in.owning = true
 	in.fetchPos = in.s.kafka.deliveriesCommit
-	in.s.tracef("gen %d assigned: deliveries from %d, parked from %d", in.gen, in.fetchPos, in.s.kafka.parkedCommit)
-	in.owner.Assign(in.s.kafka.parkedCommit, in.s.kafka.deliveriesCommit, in.s.kafka.lastRecordEnd())
+	k := in.s.kafka
+	in.s.tracef("gen %d assigned: deliveries from %d, parked progress %s", in.gen, in.fetchPos, k.parkedProgress.Encode(partition.DefaultMaxProgressBytes))
+	in.owner.Assign(partition.Assignment{Parked: k.parkedProgress, DeliveriesCommitted: k.deliveriesCommit, ReplayEnd: k.lastRecordEnd()})
 	in.s.after(in.s.p.pollEvery, in.poll)
 	in.s.after(in.s.p.tickEvery, in.tick)
 	in.s.after(in.s.p.commitEvery, in.maintain)
@@ -151,28 +152,27 @@ func (in *instance) maintain() {
 	in.s.after(in.s.p.commitEvery, in.maintain)
 }
 
-// commit commits the owner's watermarks; a commit fails while Kafka is
-// down and now and then at random.
+// commit commits the owner's deliveries watermark with its parked
+// progress, in one commit; it fails while Kafka is down and now and then
+// at random.
 func (in *instance) commit() {
-	dw, pw := in.owner.Watermarks()
-	if dw < 0 && pw < 0 {
+	c, moved := in.owner.PendingCommit()
+	var err error
+	if !moved {
 		return
 	}
 	if in.s.kafka.down || in.s.chance(in.s.p.commitFailure) {
-		in.s.tracef("gen %d commit failed (deliveries %d, parked %d)", in.gen, dw, pw)
-		in.owner.Committed(-1, -1)
+		in.s.tracef("gen %d commit failed (deliveries %d, parked %s)", in.gen, c.Deliveries, c.Metadata)
 		return
 	}
-	if dw >= 0 {
-		in.s.checkCommit("deliveries", dw)
-		in.s.kafka.deliveriesCommit = dw
+	// What a new owner finds is the metadata, not the owner's own value.
+	if c.Parked, err = partition.DecodeProgress(c.Metadata); err != nil {
+		panic(fmt.Sprintf("sim: the owner committed parked progress it cannot read: %v", err))
 	}
-	if pw >= 0 {
-		in.s.checkCommit("parked", pw)
-		in.s.kafka.parkedCommit = pw
-	}
-	in.s.tracef("gen %d committed deliveries %d, parked %d", in.gen, dw, pw)
-	in.owner.Committed(dw, pw)
+	in.s.checkCommit(c)
+	in.s.kafka.deliveriesCommit, in.s.kafka.parkedProgress = c.Deliveries, c.Parked
+	in.s.tracef("gen %d committed deliveries %d, parked %s", in.gen, c.Deliveries, c.Metadata)
+	in.owner.Committed(c)
 }
 
 // Send starts an HTTP attempt at the simulated receiver.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
 	"strconv"
 	"strings"
 
@@ -125,45 +126,59 @@ func (s *Sim) finished(e *element, pending func(*element) bool, seen map[int]boo
 	return false
 }
 
-// checkCommit checks rule 4 for a commit about to be made.
-func (s *Sim) checkCommit(log string, offset int64) {
+// checkCommit checks rule 4 for a commit about to be made: every delivery
+// that a restart from the old commit would still do, and one from the new
+// commit would not, is finished.
+func (s *Sim) checkCommit(c partition.Commit) {
 	k := s.kafka
-	deliveriesAt, parkedAt := k.deliveriesCommit, k.parkedCommit
-	if log == "deliveries" {
-		deliveriesAt = offset
-	} else {
-		parkedAt = offset
-	}
-	parkedSrc := s.parkedSources(parkedAt)
-	// pending: work that a restart would still do from these commits.
-	pending := func(e *element) bool { return e.offset >= deliveriesAt || parkedSrc[e.offset] }
+	liveNow := s.parkedSources(c.Parked)
+	// pending: work that a restart would still do from the new commit.
+	pending := func(e *element) bool { return e.offset >= c.Deliveries || liveNow[e.offset] }
 	check := func(e *element, where string) {
 		if !s.finished(e, pending, map[int]bool{}) {
-			s.violate("rule 4: the %s commit to %d passes element %d (%s %s/%s rev %d at %s), unfinished",
-				log, offset, e.index, e.event, e.endpoint, e.entity, e.revision, where)
+			s.violate("rule 4: the commit (deliveries %d, parked %s) passes element %d (%s %s/%s rev %d at %s), unfinished",
+				c.Deliveries, c.Metadata, e.index, e.event, e.endpoint, e.entity, e.revision, where)
 		}
 	}
-	if log == "deliveries" {
-		for o := k.deliveriesCommit; o < offset; o++ {
-			if e := s.byOffset[o]; e != nil && !parkedSrcAny(s, o) {
-				check(e, "deliveries "+strconv.FormatInt(o, 10))
-			}
+	for o := k.deliveriesCommit; o < c.Deliveries; o++ {
+		if e := s.byOffset[o]; e != nil && !parkedSrcAny(s, o) {
+			check(e, "deliveries "+strconv.FormatInt(o, 10))
 		}
-		return
 	}
-	for o := max(k.parkedCommit, k.parkedLogStart); o < offset && o < int64(len(k.parked)); o++ {
-		if e := s.parkedElement(o); e != nil && e.offset < deliveriesAt && !parkedSrc[e.offset] {
+	for o := max(k.parkedProgress.Commit, k.parkedLogStart); o < int64(len(k.parked)); o++ {
+		rec := k.parked[o].rec
+		if !liveParked(k.parkedProgress, o, rec) || liveParked(c.Parked, o, rec) {
+			continue
+		}
+		if e := s.parkedElement(o); e != nil && e.offset < c.Deliveries && !liveNow[e.offset] {
 			check(e, "parked "+strconv.FormatInt(o, 10))
 		}
 	}
 }
 
-// parkedSources returns the deliveries offsets that have a parked record
-// at or above from.
-func (s *Sim) parkedSources(from int64) map[int64]bool {
+// liveParked reports whether a restart from progress p reads the parked
+// record at o: an end marker at or above the commit, or a delivery at or
+// above its endpoint's progress.
+func liveParked(p partition.ParkedProgress, o int64, rec *kgo.Record) bool {
+	if o < p.Commit {
+		return false
+	}
+	for _, h := range rec.Headers {
+		if h.Key == partition.EndHeader {
+			return true
+		}
+	}
+	return o >= p.NeedsFrom(string(rec.Key))
+}
+
+// parkedSources returns the deliveries offsets of the parked records a
+// restart from progress p reads.
+func (s *Sim) parkedSources(p partition.ParkedProgress) map[int64]bool {
 	out := map[int64]bool{}
-	for o := max(from, s.kafka.parkedLogStart); o < int64(len(s.kafka.parked)); o++ {
-		out[partition.SrcOffset(s.kafka.parked[o].rec)] = true
+	for o := max(p.Commit, s.kafka.parkedLogStart); o < int64(len(s.kafka.parked)); o++ {
+		if rec := s.kafka.parked[o].rec; liveParked(p, o, rec) {
+			out[partition.SrcOffset(rec)] = true
+		}
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/partition"
 )
 
 // params is one run's configuration, drawn from its seed.
@@ -46,6 +47,7 @@ type params struct {
 	readLatency                       [2]time.Duration
 	produceFailure, readFailure       float64
 	commitFailure                     float64
+	maxProgressBytes                  int // small ones leave endpoints out of the committed parked progress
 }
 
 func drawParams(r *rand.Rand) params {
@@ -78,6 +80,7 @@ func drawParams(r *rand.Rand) params {
 		readFailure:    []float64{0, 0.05}[r.IntN(2)],
 		commitFailure:  []float64{0, 0.1}[r.IntN(2)],
 	}
+	p.maxProgressBytes = []int{partition.DefaultMaxProgressBytes, 40, 70}[r.IntN(3)]
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
 	// Retention beyond the maximum age by more than an owner may take to
 	// reach a record (the assignment scan, a crash, an outage): max_age

@@ -21,6 +21,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/partition"
 )
 
 // element is one record of the deliveries log as the oracle sees it: one
@@ -60,8 +61,8 @@ type kafka struct {
 	parkedLogStart   int64
 	dead             []event.DeadLetter
 	deliveriesCommit int64
-	parkedCommit     int64
-	down             bool // produces, reads and commits fail
+	parkedProgress   partition.ParkedProgress // committed with the deliveries commit
+	down             bool                     // produces, reads and commits fail
 	now              func() time.Time
 }
 
