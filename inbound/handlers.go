@@ -222,6 +222,10 @@ func (s *Service) putSource(w http.ResponseWriter, r *http.Request, src Source) 
 			writeInvalid(w, err)
 			return false
 		}
+		if errors.Is(err, ErrSecretsUnavailable) {
+			writeError(w, http.StatusConflict, err.Error()+": put the key back in --secrets-key-file, or delete and recreate the source")
+			return false
+		}
 		s.logger.ErrorContext(r.Context(), "inbound: storing a source failed", "source", src.ID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "could not store the source, retry")
 		return false
@@ -336,6 +340,10 @@ func (s *Service) revealSecret(w http.ResponseWriter, r *http.Request) {
 	src, ok := s.sources.Get(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "source not found")
+		return
+	}
+	if src.heldErr != nil {
+		writeError(w, http.StatusConflict, "the source's secrets cannot be decrypted with this instance's key file: "+src.heldErr.Error())
 		return
 	}
 	s.logger.InfoContext(r.Context(), "inbound: source secret revealed", "source", src.ID)

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -92,6 +93,9 @@ type Config struct {
 	// ("inbound-capture", "inbound-verify", "inbound-sources",
 	// "inbound-search"): metrics hooks, TLS, SASL. Default: none.
 	ClientOpts func(name string) []kgo.Opt
+	// Secrets seals source secrets on the sources topic (and opens them).
+	// Default nil: written in plaintext (--allow-plaintext-secrets).
+	Secrets *secretbox.Ring
 	// Registerer receives the laneway_inbound_* metrics. Default: a
 	// private registry (the metrics are kept but not exported).
 	Registerer prometheus.Registerer
@@ -196,7 +200,7 @@ func New(cfg Config) (*Service, error) {
 			s.closeClients()
 		}
 	}()
-	if s.sources, err = newSourceStore(cfg.Brokers, cfg.Topics.Sources, cfg.Logger, cfg.ClientOpts("inbound-sources")); err != nil {
+	if s.sources, err = newSourceStore(cfg.Brokers, cfg.Topics.Sources, cfg.Secrets, cfg.Logger, cfg.ClientOpts("inbound-sources")); err != nil {
 		return nil, err
 	}
 	if s.producer, err = kgo.NewClient(append([]kgo.Opt{

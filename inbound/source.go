@@ -76,6 +76,10 @@ type Source struct {
 	Coalesce  bool      `json:"coalesce,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// heldErr, set by the store, says why the stored secrets do not open
+	// here: the source then has none and Verify rejects its requests.
+	heldErr error
 }
 
 // Tolerance is the source's timestamp tolerance as a duration.

@@ -2,7 +2,6 @@ package inbound
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/secretbox"
 )
 
 // ErrSourceNotFound is returned for an unknown source id.
@@ -22,22 +23,30 @@ var ErrSourceNotFound = errors.New("source not found")
 // id in memory (the same pattern as endpoint.Store). Writes go to the topic
 // and return once this instance has read them back, so a client that writes
 // and then reads sees its write.
+//
+// Secrets are sealed under the ring's newest key when written and opened
+// when read; plaintext records (written before sealing) are read as they
+// are. A source whose secrets do not open here is held: its requests are
+// still captured but rejected secrets_unavailable (replayable once the key
+// is back), and Put refuses to overwrite it (ErrSecretsUnavailable).
 type SourceStore struct {
 	topic  string
 	logger *slog.Logger
 	client *kgo.Client
+	ring   *secretbox.Ring // nil: plaintext
 
 	mu      sync.RWMutex
 	byID    map[string]Source
-	applied int64         // offset of the next record to apply
-	changed chan struct{} // closed and replaced whenever applied advances
+	keyIDs  map[string]string // id -> key id its secrets are sealed under, "" for plaintext
+	applied int64             // offset of the next record to apply
+	changed chan struct{}     // closed and replaced whenever applied advances
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 // newSourceStore connects to Kafka; Start loads and follows the topic.
-func newSourceStore(brokers []string, topic string, logger *slog.Logger, extra []kgo.Opt) (*SourceStore, error) {
+func newSourceStore(brokers []string, topic string, ring *secretbox.Ring, logger *slog.Logger, extra []kgo.Opt) (*SourceStore, error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(topic),
@@ -50,8 +59,8 @@ func newSourceStore(brokers []string, topic string, logger *slog.Logger, extra [
 		return nil, fmt.Errorf("inbound source store client: %w", err)
 	}
 	return &SourceStore{
-		topic: topic, logger: logger, client: cl,
-		byID: map[string]Source{}, changed: make(chan struct{}), done: make(chan struct{}),
+		topic: topic, logger: logger, client: cl, ring: ring,
+		byID: map[string]Source{}, keyIDs: map[string]string{}, changed: make(chan struct{}), done: make(chan struct{}),
 	}, nil
 }
 
@@ -108,17 +117,26 @@ func (s *SourceStore) apply(r *kgo.Record) {
 	defer s.mu.Unlock()
 	id := string(r.Key)
 	delete(s.byID, id)
+	delete(s.keyIDs, id)
 	if r.Value != nil {
-		var src Source
-		if err := json.Unmarshal(r.Value, &src); err != nil || src.ID != id {
-			s.logger.Error("skipping unreadable inbound source record", "offset", r.Offset, "key", id, "err", err)
-		} else {
-			s.byID[id] = src
-		}
+		s.addLocked(id, r)
 	}
 	s.applied = r.Offset + 1
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+func (s *SourceStore) addLocked(id string, r *kgo.Record) {
+	src, keyID, err := decodeSource(id, r.Value, s.ring)
+	if err != nil {
+		s.logger.Error("skipping unreadable inbound source record", "offset", r.Offset, "key", id, "err", err)
+		return
+	}
+	if src.heldErr != nil {
+		s.logger.Error("inbound source secrets cannot be decrypted: its requests are captured but rejected secrets_unavailable until the key is back in the key file",
+			"source", id, "key_id", keyID, "offset", r.Offset, "err", src.heldErr)
+	}
+	s.byID[id], s.keyIDs[id] = src, keyID
 }
 
 func (s *SourceStore) waitApplied(ctx context.Context, offset int64) error {
@@ -160,10 +178,14 @@ func (s *SourceStore) List() []Source {
 // Put validates src, writes it to the config topic and waits until this
 // store has applied it.
 func (s *SourceStore) Put(ctx context.Context, src Source) error {
+	if cur, ok := s.Get(src.ID); ok && cur.heldErr != nil {
+		return fmt.Errorf("source %s: %w: %v", src.ID, ErrSecretsUnavailable, cur.heldErr)
+	}
 	if err := src.Validate(); err != nil {
 		return err
 	}
-	value, err := json.Marshal(src)
+	src.heldErr = nil
+	value, err := encodeSource(src, s.ring)
 	if err != nil {
 		return err
 	}
@@ -186,4 +208,53 @@ func (s *SourceStore) write(ctx context.Context, id string, value []byte) error 
 		return fmt.Errorf("write source %s: %w", id, err)
 	}
 	return s.waitApplied(ctx, rec.Offset+1)
+}
+
+// Census counts the sources by the key their secrets are sealed under and
+// lists those whose secrets do not open here.
+func (s *SourceStore) Census() secretbox.Census {
+	c := secretbox.NewCensus()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id, src := range s.byID {
+		if src.heldErr != nil {
+			c.Unreadable[id] = src.heldErr.Error()
+			continue
+		}
+		c.Count(s.keyIDs[id])
+	}
+	return c
+}
+
+// Rekey rewrites every readable source whose secrets are not sealed under
+// the ring's newest key (plaintext ones included) and returns the census
+// taken after. Like Put, each rewrite is a blind write of the value this
+// store holds: a change made on another instance in the same moment can
+// be overwritten, so rekey when nobody is editing sources.
+func (s *SourceStore) Rekey(ctx context.Context) (secretbox.Census, error) {
+	if s.ring == nil {
+		return secretbox.Census{}, secretbox.ErrNoRing
+	}
+	rewritten := 0
+	for _, src := range s.List() {
+		s.mu.RLock()
+		keyID := s.keyIDs[src.ID]
+		s.mu.RUnlock()
+		if src.heldErr != nil || keyID == s.ring.WriteKeyID() {
+			continue
+		}
+		// Not Put: a source stored before a validation rule existed is
+		// still resealed as it is.
+		value, err := encodeSource(src, s.ring)
+		if err == nil {
+			err = s.write(ctx, src.ID, value)
+		}
+		if err != nil {
+			return secretbox.Census{}, err
+		}
+		rewritten++
+	}
+	c := s.Census()
+	c.Rewritten = rewritten
+	return c, nil
 }

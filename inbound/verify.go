@@ -24,6 +24,9 @@ const (
 	ReasonUnmapped         = "unmapped"          // authentic, but no event type could be read
 	ReasonMalformed        = "malformed"         // the captured record cannot be read
 	ReasonInternal         = "internal"          // anything unexpected
+	// ReasonSecretsUnavailable: the source's secrets do not open with this
+	// instance's key file; replay with reverify once the key is back.
+	ReasonSecretsUnavailable = "secrets_unavailable"
 )
 
 // VerifyError is a verification failure with its reason. Detail is safe to
@@ -80,6 +83,9 @@ func Classify(err error) string {
 // before the timestamp, so stale_timestamp always means an authentic but
 // old request.
 func Verify(src *Source, h http.Header, body []byte, receivedAt time.Time) error {
+	if src.heldErr != nil {
+		return fail(ReasonSecretsUnavailable, "%v", src.heldErr)
+	}
 	switch src.Kind {
 	case KindStripe:
 		return verifyStripe(src, h, body, receivedAt)

@@ -1,0 +1,74 @@
+package inbound
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/laneway/laneway/internal/secretbox"
+)
+
+// ErrSecretsUnavailable is returned by SourceStore.Put for a source whose
+// stored secrets this instance cannot open.
+var ErrSecretsUnavailable = errors.New("the source's secrets cannot be decrypted with this instance's key file")
+
+// sourceRecord is a Source as its value on the sources topic: the secrets
+// sealed in SecretsSealed when the store has a key ring, or in plaintext
+// (records written before sealing existed, or with
+// --allow-plaintext-secrets). Its fields shadow Source's secret fields.
+type sourceRecord struct {
+	Source
+	Secret         string            `json:"secret,omitempty"`
+	PreviousSecret string            `json:"previous_secret,omitempty"`
+	SecretsSealed  *secretbox.Sealed `json:"secrets_sealed,omitempty"`
+}
+
+// sourceSecrets is what is sealed.
+type sourceSecrets struct {
+	Secret         string `json:"secret"`
+	PreviousSecret string `json:"previous_secret,omitempty"`
+}
+
+// sourceAAD binds a source's sealed secrets to its id, so that they cannot
+// be copied into another source's (or an endpoint's) record.
+func sourceAAD(id string) string { return "laneway/source/" + id }
+
+func encodeSource(src Source, ring *secretbox.Ring) ([]byte, error) {
+	rec := sourceRecord{Source: src}
+	secrets := sourceSecrets{Secret: src.Secret, PreviousSecret: src.PreviousSecret}
+	if ring == nil {
+		rec.Secret, rec.PreviousSecret = secrets.Secret, secrets.PreviousSecret
+		return json.Marshal(rec)
+	}
+	sealed, err := ring.SealJSON(sourceAAD(src.ID), secrets)
+	if err != nil {
+		return nil, err
+	}
+	rec.SecretsSealed = sealed
+	return json.Marshal(rec)
+}
+
+// decodeSource reads a record value of id and returns the source and the
+// key id its secrets were sealed under ("" for plaintext). Secrets that do
+// not open leave the source held: no secrets, and heldErr set, so that
+// Verify rejects its requests rather than check them against nothing.
+func decodeSource(id string, value []byte, ring *secretbox.Ring) (Source, string, error) {
+	var rec sourceRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return Source{}, "", err
+	}
+	if rec.ID != id {
+		return Source{}, "", fmt.Errorf("record of key %q holds source %q", id, rec.ID)
+	}
+	src := rec.Source
+	if rec.SecretsSealed == nil {
+		src.Secret, src.PreviousSecret = rec.Secret, rec.PreviousSecret
+		return src, "", nil
+	}
+	var secrets sourceSecrets
+	if err := ring.OpenJSON(sourceAAD(id), rec.SecretsSealed, &secrets); err != nil {
+		src.heldErr = err
+	}
+	src.Secret, src.PreviousSecret = secrets.Secret, secrets.PreviousSecret
+	return src, rec.SecretsSealed.KeyID, nil
+}

@@ -1,0 +1,169 @@
+package inbound
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/testenv"
+)
+
+func sealedSourceStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.Ring) *SourceStore {
+	t.Helper()
+	s, err := newSourceStore(b.Brokers, topic, ring, testLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		s.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func keyRing(t *testing.T, keys ...secretbox.Key) *secretbox.Ring {
+	t.Helper()
+	r, err := secretbox.NewRing(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func githubSource(id, secret, previous string) Source {
+	s := Source{ID: id, Kind: KindGitHub, Tenant: "acme", Secret: secret, PreviousSecret: previous, TypePrefix: "github."}
+	s.SetDefaults()
+	return s
+}
+
+// sourceKeys returns the key id of each source's latest record on topic
+// ("plaintext" when unsealed) and fails if a record holds a secret.
+func sourceKeys(ctx context.Context, t *testing.T, b testenv.Backend, topic string, secrets ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, r := range testenv.RawRecords(ctx, t, b.Brokers, topic) {
+		for _, s := range secrets {
+			if bytes.Contains(r.Value, []byte(s)) {
+				t.Fatalf("record at offset %d of %s holds a secret in the clear: %s", r.Offset, topic, r.Value)
+			}
+		}
+		var v struct {
+			Sealed *secretbox.Sealed `json:"secrets_sealed"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[string(r.Key)] = secretbox.Plaintext
+		if v.Sealed != nil {
+			out[string(r.Key)] = v.Sealed.KeyID
+		}
+	}
+	return out
+}
+
+func TestSourceSecretsAreSealedOnTheTopic(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b testenv.Backend) {
+		f := newFixture(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r := keyRing(t, secretbox.NewKey("k1"))
+		current, _ := NewSecret(KindGitHub)
+		previous, _ := NewSecret(KindGitHub)
+		if err := sealedSourceStore(t, b, f.topics.Sources, r).Put(ctx, githubSource("gh", current, previous)); err != nil {
+			t.Fatal(err)
+		}
+		if keys := sourceKeys(ctx, t, b, f.topics.Sources, current, previous); keys["gh"] != "k1" {
+			t.Fatalf("gh sealed under %q, want k1", keys["gh"])
+		}
+		got, ok := sealedSourceStore(t, b, f.topics.Sources, r).Get("gh")
+		if !ok || got.Secret != current || got.PreviousSecret != previous || got.heldErr != nil {
+			t.Fatalf("a store with the key reads %+v", got)
+		}
+	})
+}
+
+// TestSourceHeldWhenItsKeyIsMissing: without the key a source has no
+// secrets, and a request signed with the empty key (what anyone can
+// compute) is rejected secrets_unavailable, not accepted.
+func TestSourceHeldWhenItsKeyIsMissing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b testenv.Backend) {
+		f := newFixture(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		secret, _ := NewSecret(KindGitHub)
+		if err := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, secretbox.NewKey("k1"))).Put(ctx, githubSource("gh", secret, "")); err != nil {
+			t.Fatal(err)
+		}
+		other := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, secretbox.NewKey("k2")))
+		src, ok := other.Get("gh")
+		if !ok || src.Secret != "" || src.heldErr == nil {
+			t.Fatalf("without k1 gh reads %+v", src)
+		}
+		body := []byte(`{"repository":{"full_name":"acme/app"}}`)
+		for _, key := range []string{"", secret} {
+			err := Verify(&src, githubHeaders(key, "d1", "push", body), body, time.Now())
+			if Classify(err) != ReasonSecretsUnavailable {
+				t.Fatalf("request to a held source: %v, want %s", err, ReasonSecretsUnavailable)
+			}
+		}
+		src.Secret = secret
+		if err := other.Put(ctx, src); !errors.Is(err, ErrSecretsUnavailable) {
+			t.Fatalf("Put of a held source = %v, want ErrSecretsUnavailable", err)
+		}
+		if c := other.Census(); c.Unreadable["gh"] == "" {
+			t.Fatalf("census %+v does not list gh", c)
+		}
+	})
+}
+
+func TestPlaintextSourcesReadAndRekeyed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b testenv.Backend) {
+		f := newFixture(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		legacy, _ := NewSecret(KindGitHub)
+		value, _ := json.Marshal(githubSource("old", legacy, "")) // as written before sealing
+		produceSource(ctx, t, b, f.topics.Sources, "old", value)
+
+		k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
+		s1 := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k1))
+		if got, _ := s1.Get("old"); got.Secret != legacy {
+			t.Fatalf("legacy source reads %+v", got)
+		}
+		c, err := s1.Rekey(ctx)
+		if err != nil || c.Rewritten != 1 || c.ByKey["k1"] != 1 || len(c.ByKey) != 1 {
+			t.Fatalf("rekey of the plaintext source: %+v, %v", c, err)
+		}
+		s2 := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k1, k2))
+		if c, err = s2.Rekey(ctx); err != nil || c.Rewritten != 1 || c.ByKey["k2"] != 1 {
+			t.Fatalf("rekey to k2: %+v, %v", c, err)
+		}
+		if keys := sourceKeys(ctx, t, b, f.topics.Sources); keys["old"] != "k2" {
+			t.Fatalf("after rekey old is under %q", keys["old"])
+		}
+		if got, _ := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k2)).Get("old"); got.Secret != legacy {
+			t.Fatalf("with k2 alone old reads %+v", got)
+		}
+	})
+}
+
+func produceSource(ctx context.Context, t *testing.T, b testenv.Backend, topic, key string, value []byte) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
