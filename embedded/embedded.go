@@ -7,6 +7,7 @@ package embedded
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -75,26 +76,91 @@ func (k *Kafka) Addr() string { return k.addr }
 // Stop closes the cluster, flushing its data dir.
 func (k *Kafka) Stop() { k.cluster.Close() }
 
-// Redis is a running in-process Redis.
-type Redis struct{ srv *miniredis.Miniredis }
+// DefaultExpiryInterval is how often the in-process Redis expires keys
+// whose TTL has passed, at the least.
+const DefaultExpiryInterval = time.Second
 
-// StartRedis starts an in-process Redis on addr ("127.0.0.1:0" picks a port).
+// RedisConfig configures the in-process Redis.
+type RedisConfig struct {
+	// Addr is the listen address. Default "127.0.0.1:0" (a free port).
+	Addr string
+	// ExpiryInterval is how often keys past their TTL are removed.
+	// miniredis only expires keys when told to; without this sweep,
+	// idempotency keys and markers would accumulate for ever. A sweep
+	// visits every key, so the interval grows to ten times the last
+	// sweep's duration when that is longer: at most a tenth of the time
+	// goes to expiry. Default: DefaultExpiryInterval (1s).
+	ExpiryInterval time.Duration
+	// Now is the clock TTLs run on. Default: time.Now.
+	Now func() time.Time
+}
+
+// Redis is a running in-process Redis.
+type Redis struct {
+	srv  *miniredis.Miniredis
+	stop chan struct{}
+	done chan struct{}
+}
+
+// StartRedis starts an in-process Redis on addr ("" or "127.0.0.1:0" picks
+// a port) with the default expiry.
 func StartRedis(addr string) (*Redis, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
+	return StartRedisWith(RedisConfig{Addr: addr})
+}
+
+// StartRedisWith starts an in-process Redis and its expiry goroutine,
+// which Stop ends.
+func StartRedisWith(cfg RedisConfig) (*Redis, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.ExpiryInterval <= 0 {
+		cfg.ExpiryInterval = DefaultExpiryInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	srv := miniredis.NewMiniRedis()
-	if err := srv.StartAddr(addr); err != nil {
-		return nil, fmt.Errorf("start embedded redis on %s: %w", addr, err)
+	if err := srv.StartAddr(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("start embedded redis on %s: %w", cfg.Addr, err)
 	}
-	return &Redis{srv: srv}, nil
+	r := &Redis{srv: srv, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.expire(cfg)
+	return r, nil
+}
+
+// expire advances the TTLs of every key by the time elapsed on the clock,
+// which removes the keys whose TTL has run out.
+func (r *Redis) expire(cfg RedisConfig) {
+	defer close(r.done)
+	last := cfg.Now()
+	timer := time.NewTimer(cfg.ExpiryInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-timer.C:
+		}
+		now := cfg.Now()
+		start := time.Now()
+		if elapsed := now.Sub(last); elapsed > 0 {
+			r.srv.FastForward(elapsed)
+			last = now
+		}
+		timer.Reset(max(cfg.ExpiryInterval, 10*time.Since(start)))
+	}
 }
 
 // URL is the redis:// URL clients should use.
 func (r *Redis) URL() string { return "redis://" + r.srv.Addr() + "/0" }
 
-// Stop closes the server.
-func (r *Redis) Stop() { r.srv.Close() }
+// Stop ends the expiry goroutine and closes the server.
+func (r *Redis) Stop() {
+	close(r.stop)
+	<-r.done
+	r.srv.Close()
+}
 
 func splitHostPort(addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)
