@@ -6,99 +6,146 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// Reasons the door refuses a request that never reach an outcome record:
+// they are only counted (laneway_inbound_refused_total), because storing
+// them would cost what refusing them saves.
+const (
+	refusedRateAddress = "rate_limited_address"
+	refusedRateSource  = "rate_limited_source"
+	refusedUnreadable  = "unreadable_body" // the sender stopped or was cut (ReadTimeout)
+)
+
 // capture handles POST /in/{source}. In order:
 //
-//  1. unknown source → 404 (nothing stored);
-//  2. a signature header of the source's kind missing → 400 at once, the
-//     body unread (the request's metadata is kept as rejected,
-//     missing_signature);
-//  3. body over the source's max_body_bytes → 413 (metadata and the first
-//     4 KiB are kept as rejected, too_large);
-//  4. the request, body bytes as received, is produced to the inbound
+//  1. the client address over its rate → 429 (counted, not stored);
+//  2. unknown source → 404 (counted, not stored);
+//  3. the source over its rate → 429 (counted, not stored);
+//  4. a signature header of the source's kind missing → 400 at once, the
+//     body unread (kept as metadata: rejected, missing_signature);
+//  5. body over the source's max_body_bytes → 413 (kept as metadata and
+//     the first bytes: rejected, too_large);
+//  6. the signature over the raw bytes does not match, or its timestamp is
+//     stale → 401 (kept as metadata and the first bytes);
+//  7. the request, body bytes as received, is produced to the inbound
 //     topic with acks=all → 202 {"id": …} once acknowledged, 503 when Kafka
 //     does not acknowledge within CaptureTimeout.
 //
-// Nothing here parses the body or calls application code.
+// Step 6 is an HMAC over bytes already in memory: no parsing, no I/O. It
+// is what keeps an anonymous sender from storing 1 MiB bodies for the
+// retention; the verify stage still decides every stored request.
 func (s *Service) capture(w http.ResponseWriter, r *http.Request) {
 	start := time.Now() // real clock: the ACK latency metric
-	code := s.captureRequest(w, r)
-	label := r.PathValue("source")
-	if code == http.StatusNotFound {
-		label = unknownSourceLabel
+	src, known := s.sources.Get(r.PathValue("source"))
+	label := unknownSourceLabel
+	if known {
+		label = src.ID
+	}
+	code, refused := s.captureRequest(w, r, src, known)
+	if refused != "" {
+		s.metrics.refused.WithLabelValues(label, refused).Inc()
 	}
 	s.metrics.observeAck(label, code, time.Since(start))
 }
 
-func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request) int {
+// captureRequest answers the request and returns the status and, for a
+// refusal, its reason.
+func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Source, known bool) (int, string) {
 	receivedAt := s.cfg.Now().UTC()
-	id := r.PathValue("source")
-	src, ok := s.sources.Get(id)
-	if !ok {
-		return writeError(w, http.StatusNotFound, "unknown source")
+	if ok, wait := s.limits.allowAddress(clientAddr(r, s.cfg.RateLimits.TrustedProxies)); !ok {
+		return tooManyRequests(w, wait, "too many requests from this address"), refusedRateAddress
+	}
+	if !known {
+		return writeError(w, http.StatusNotFound, "unknown source"), ReasonUnknownSource
 	}
 	if !s.started.Load() {
 		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "not ready, retry")
+		return writeError(w, http.StatusServiceUnavailable, "not ready, retry"), ""
+	}
+	if ok, wait := s.limits.allowSource(src.ID); !ok {
+		return tooManyRequests(w, wait, "too many requests for this source"), refusedRateSource
 	}
 	c := Capture{
-		Source: id, ReceivedAt: receivedAt, Method: r.Method, Path: r.RequestURI,
+		Source: src.ID, ReceivedAt: receivedAt, Method: r.Method, Path: r.RequestURI,
 		Host: r.Host, RemoteAddr: r.RemoteAddr, Header: r.Header,
 	}
 	if c.Path == "" {
 		c.Path = r.URL.RequestURI()
 	}
 	if name := missingSignatureHeader(src.Kind, r.Header); name != "" {
-		c.Reject, c.Detail = ReasonMissingSignature, "no "+name+" header"
-		s.keepRefused(&c)
-		return writeError(w, http.StatusBadRequest, "missing "+name+" header")
+		s.keepRefused(&c, ReasonMissingSignature, "no "+name+" header", nil)
+		return writeError(w, http.StatusBadRequest, "missing "+name+" header"), ReasonMissingSignature
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, src.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		s.refuseTooLarge(&c, body, fmt.Sprintf("body is larger than the source's limit of %d bytes", src.MaxBodyBytes))
-		return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", src.MaxBodyBytes))
+		s.keepRefused(&c, ReasonTooLarge, fmt.Sprintf("body is larger than the source's limit of %d bytes", src.MaxBodyBytes), body)
+		return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", src.MaxBodyBytes)), ReasonTooLarge
 	case err != nil:
-		return writeError(w, http.StatusBadRequest, "could not read the request body")
+		return writeError(w, http.StatusBadRequest, "could not read the request body"), refusedUnreadable
+	}
+	if err := Verify(&src, r.Header, body, receivedAt); err != nil {
+		reason, detail := Classify(err), err.Error()
+		var ve *VerifyError
+		if errors.As(err, &ve) {
+			detail = ve.Detail
+		}
+		s.keepRefused(&c, reason, detail, body)
+		return writeError(w, http.StatusUnauthorized, "signature check failed: "+reason), reason
 	}
 	c.Body = body
+	return s.store(w, r, &c)
+}
+
+// store produces an accepted request and answers once Kafka has it.
+func (s *Service) store(w http.ResponseWriter, r *http.Request, c *Capture) (int, string) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CaptureTimeout)
 	defer cancel()
-	rec := c.record(s.cfg.Topics.Inbound, receivedAt)
-	err = s.producer.ProduceSync(ctx, rec).FirstErr()
+	rec := c.record(s.cfg.Topics.Inbound, c.ReceivedAt)
+	err := s.producer.ProduceSync(ctx, rec).FirstErr()
 	switch {
 	case errors.Is(err, kerr.MessageTooLarge):
-		s.refuseTooLarge(&c, body, "the request is larger than the inbound topic's max.message.bytes")
-		return writeError(w, http.StatusRequestEntityTooLarge, "request is larger than the capture topic accepts")
+		s.keepRefused(c, ReasonTooLarge, "the request is larger than the inbound topic's max.message.bytes", c.Body)
+		return writeError(w, http.StatusRequestEntityTooLarge, "request is larger than the capture topic accepts"), ReasonTooLarge
 	case err != nil:
-		s.logger.Error("inbound capture failed; answering 503 so the sender retries", "source", id, "err", err)
+		s.logger.Error("inbound capture failed; answering 503 so the sender retries", "source", c.Source, "err", err)
 		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "could not store the request, retry")
+		return writeError(w, http.StatusServiceUnavailable, "could not store the request, retry"), ""
 	}
-	return writeJSON(w, http.StatusAccepted, map[string]string{"id": RequestID(rec.Partition, rec.Offset)})
+	return writeJSON(w, http.StatusAccepted, map[string]string{"id": RequestID(rec.Partition, rec.Offset)}), ""
 }
 
-func (s *Service) refuseTooLarge(c *Capture, body []byte, detail string) {
-	c.Reject, c.Detail = ReasonTooLarge, detail
-	c.Body, c.Truncated = body[:min(len(body), maxKeptBytes)], true
-	s.keepRefused(c)
+func tooManyRequests(w http.ResponseWriter, wait time.Duration, msg string) int {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+	return writeError(w, http.StatusTooManyRequests, msg)
 }
 
-// keepRefused stores a request the door refused, for forensics: the verify
-// stage records it as rejected with the door's reason. The write is not
-// waited for (the sender gets its 4xx at once, and a flood of refused
-// requests holds no handler on Kafka); TryProduce fails at once rather than
-// block when the producer's buffer is full. A failure is logged.
-func (s *Service) keepRefused(c *Capture) {
-	s.producer.TryProduce(context.Background(), c.record(s.cfg.Topics.Inbound, c.ReceivedAt), func(_ *kgo.Record, err error) {
+// keepRefused stores a request the door refused, for forensics, as
+// metadata: capped headers, path and host, and at most the first
+// maxKeptBytes of the body. The verify stage records it as rejected with
+// the door's reason. Refusals are kept within a budget (RefusedKeepRate);
+// beyond it they are only counted, so what an anonymous sender can make
+// Laneway store is bounded by configuration, not by how hard it sends.
+//
+// The write is not waited for (the sender gets its 4xx at once, and a
+// flood of refused requests holds no handler on Kafka); TryProduce fails
+// at once rather than block when the producer's buffer is full.
+func (s *Service) keepRefused(c *Capture, reason, detail string, body []byte) {
+	if !s.keepBudget.AllowN(s.cfg.Now(), 1) {
+		s.metrics.refusedUnkept.Inc()
+		return
+	}
+	k := refusedCapture(c, reason, detail, body)
+	s.producer.TryProduce(context.Background(), k.record(s.cfg.Topics.Inbound, k.ReceivedAt), func(_ *kgo.Record, err error) {
 		if err != nil {
-			s.logger.Warn("could not keep a refused inbound request", "source", c.Source, "reason", c.Reject, "err", err)
+			s.logger.Warn("could not keep a refused inbound request", "source", k.Source, "reason", reason, "err", err)
 		}
 	})
 }

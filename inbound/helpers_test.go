@@ -92,6 +92,8 @@ func (f *fixture) config() Config {
 	return Config{
 		Brokers: f.b.Brokers, Topics: f.topics, Redis: f.rdb, Group: f.group, InstanceID: "test",
 		KeyPrefix: f.prefix, SessionTimeout: 6 * time.Second, Registerer: prometheus.NewRegistry(), Logger: testLogger(),
+		// Every test client is one address; the tests of the limits set them.
+		RateLimits: RateLimits{PerAddress: -1, PerSource: -1},
 	}
 }
 

@@ -20,6 +20,8 @@ type metrics struct {
 	forwarded     *prometheus.CounterVec   // source
 	dedupErrors   prometheus.Counter
 	replayed      *prometheus.CounterVec // action
+	refused       *prometheus.CounterVec // source, reason
+	refusedUnkept prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,8 +52,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "laneway_inbound_replayed_total",
 			Help: "Captured requests copied for another verification by replay jobs, by action (reverify, republish).",
 		}, []string{"action"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "laneway_inbound_refused_total",
+			Help: "Requests the front door refused before storing them whole, by source (_unknown for unknown sources) and reason.",
+		}, []string{"source", "reason"}),
+		refusedUnkept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "laneway_inbound_refused_unkept_total",
+			Help: "Refused requests only counted, not kept as metadata, because the keep budget (RefusedKeepRate) was spent.",
+		}),
 	}
-	reg.MustRegister(m.ack, m.verifications, m.verifyDelay, m.forwarded, m.dedupErrors, m.replayed)
+	reg.MustRegister(m.ack, m.verifications, m.verifyDelay, m.forwarded, m.dedupErrors, m.replayed, m.refused, m.refusedUnkept)
 	return m
 }
 

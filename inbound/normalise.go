@@ -120,18 +120,27 @@ func parsedBody(body []byte) any {
 	return doc
 }
 
-// providerIDs is where each kind's senders put their unique delivery id.
+// providerIDs is where each kind's senders put their unique delivery id,
+// where the signature covers it: Stripe's and Slack's ids are in the
+// signed body, webhook-id is signed by Standard Webhooks. GitHub has none:
+// X-GitHub-Delivery is not signed, so anyone holding one captured request
+// could resend it under fresh delivery ids and have it forwarded each
+// time. GitHub requests are deduplicated on the hash of the signed body
+// instead (a redelivery from GitHub carries the same body, so it is still
+// a duplicate).
 var providerIDs = map[string]fieldPath{
-	KindStripe:   {keys: []string{"id"}},        // evt_…
-	KindGitHub:   {header: "X-Github-Delivery"}, // GUID per delivery (same on redelivery)
-	KindSlack:    {keys: []string{"event_id"}},  // Events API
+	KindStripe:   {keys: []string{"id"}},       // evt_…
+	KindSlack:    {keys: []string{"event_id"}}, // Events API
 	KindStandard: {header: http.CanonicalHeaderKey("webhook-id")},
 }
 
-// dedupKey is the provider's id for the event, else a hash of source and body.
+// dedupKey is the provider's signed id for the event, else a hash of
+// source and body.
 func dedupKey(src *Source, h http.Header, body []byte, doc any) string {
-	if id, ok := providerIDs[src.Kind].lookup(h, doc); ok && len(id) <= maxFieldLen {
-		return id
+	if path, signed := providerIDs[src.Kind]; signed {
+		if id, ok := path.lookup(h, doc); ok && len(id) <= maxFieldLen {
+			return id
+		}
 	}
 	sum := sha256.Sum256(append([]byte(src.ID+"\x00"), body...))
 	return "sha256:" + hex.EncodeToString(sum[:])

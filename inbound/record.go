@@ -32,7 +32,6 @@ const (
 	kindCapture  = "capture"
 	kindOutcome  = "outcome"
 	idPrefix     = "in_"
-	maxKeptBytes = 4 << 10 // body prefix kept for a request refused as too large
 )
 
 // Request statuses.

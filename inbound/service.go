@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
 
 	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/internal/secretbox"
@@ -32,6 +33,7 @@ const (
 	DefaultReplayPageSize  = 500
 	DefaultReplayJobTTL    = 7 * 24 * time.Hour
 	DefaultReplayLease     = 30 * time.Second
+	DefaultRefusedKeepRate = 5.0
 	// kafkaDefaultBatchBytes is franz-go's (and old Kafka's) batch limit,
 	// used until the inbound topic's own max.message.bytes is known.
 	kafkaDefaultBatchBytes = 1_000_012
@@ -80,6 +82,17 @@ type Config struct {
 	// the verify stage, for instances that only take requests while others
 	// verify. Default false.
 	CaptureOnly bool
+	// RateLimits bound how often senders may call the front door, per
+	// client address and per source. Defaults: see RateLimits.
+	RateLimits RateLimits
+	// RefusedKeepRate is how many refused requests per second are kept as
+	// metadata (a few KiB each) for forensics; beyond it they are only
+	// counted. It bounds what anonymous senders can make this instance
+	// store: RefusedKeepRate × ~6 KiB × the inbound retention. Default 5;
+	// negative: none are kept.
+	RefusedKeepRate float64
+	// RefusedKeepBurst is how many refusals may be kept at once. Default 50.
+	RefusedKeepBurst int
 	// ReplayPageSize is the number of requests a replay job reads and
 	// copies per step. Default 500.
 	ReplayPageSize int
@@ -137,6 +150,13 @@ func (c *Config) setDefaults() error {
 	if c.ReplayPageSize <= 0 {
 		c.ReplayPageSize = DefaultReplayPageSize
 	}
+	c.RateLimits.setDefaults()
+	if c.RefusedKeepRate == 0 {
+		c.RefusedKeepRate = DefaultRefusedKeepRate
+	}
+	if c.RefusedKeepBurst <= 0 {
+		c.RefusedKeepBurst = 50
+	}
 	if c.ClientOpts == nil {
 		c.ClientOpts = func(string) []kgo.Opt { return nil }
 	}
@@ -174,6 +194,9 @@ type Service struct {
 	verifier *verifier // nil when CaptureOnly
 	replays  *replayer
 
+	limits     *limiter      // per address and per source
+	keepBudget *rate.Limiter // refusals kept as metadata
+
 	// inboundBatchBytes is the inbound topic's max.message.bytes, read at
 	// Start, so that a capture up to that size goes out as one batch.
 	inboundBatchBytes atomic.Int32
@@ -190,7 +213,14 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, logger: cfg.Logger, metrics: newMetrics(cfg.Registerer)}
+	s := &Service{
+		cfg: cfg, logger: cfg.Logger, metrics: newMetrics(cfg.Registerer),
+		limits:     newLimiter(cfg.RateLimits, cfg.Now),
+		keepBudget: rate.NewLimiter(rate.Limit(max(0, cfg.RefusedKeepRate)), cfg.RefusedKeepBurst),
+	}
+	if cfg.RefusedKeepRate < 0 {
+		s.keepBudget = rate.NewLimiter(0, 0)
+	}
 	var err error
 	defer func() {
 		if err != nil {

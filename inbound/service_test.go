@@ -58,10 +58,16 @@ func TestFrontDoorEndToEnd(t *testing.T) {
 			"slack":  c.capture("slack", slBody, slackHeaders("slack-signing-secret", now, slBody)),
 			"std":    c.capture("std", stBody, standardHeaders(t, std.Secret, "msg_1", now, stBody)),
 		}
-		// A provider retry (same delivery id), a tampered body and a stale timestamp.
+		// A provider retry (same delivery id, same body). A tampered body and
+		// a stale timestamp are refused at the door (401) and kept as
+		// metadata, which the verify stage records as rejected.
 		dupID := c.capture("gh", ghBody, githubHeaders(gh.Secret, "d-1", "push", ghBody))
-		tamperedID := c.capture("stripe", tampered(sBody), stripeHeaders("whsec_stripe", now, sBody))
-		staleID := c.capture("slack", slBody, slackHeaders("slack-signing-secret", now.Add(-time.Hour), slBody))
+		if code, _ := c.raw(http.MethodPost, "/in/stripe", tampered(sBody), stripeHeaders("whsec_stripe", now, sBody)); code != http.StatusUnauthorized {
+			t.Fatalf("tampered body: %d, want 401", code)
+		}
+		if code, _ := c.raw(http.MethodPost, "/in/slack", slBody, slackHeaders("slack-signing-secret", now.Add(-time.Hour), slBody)); code != http.StatusUnauthorized {
+			t.Fatalf("stale timestamp: %d, want 401", code)
+		}
 
 		totals := waitVerifier(t, s, "7 outcomes", decidedAtLeast(7))
 		if totals[StatusVerified] != 4 || totals[StatusDuplicate] != 1 || totals[StatusRejected] != 2 {
@@ -106,11 +112,11 @@ func TestFrontDoorEndToEnd(t *testing.T) {
 			}
 		}
 		dups := c.list("status=duplicate")
-		if len(dups) != 1 || dups[0].ID != dupID || dups[0].DuplicateOf != ids["gh"] || dups[0].DedupKey != "d-1" {
+		if len(dups) != 1 || dups[0].ID != dupID || dups[0].DuplicateOf != ids["gh"] || !strings.HasPrefix(dups[0].DedupKey, "sha256:") {
 			t.Fatalf("duplicates %+v", dups)
 		}
-		rejected := countBy(c.list("status=rejected"), func(it Item) string { return it.ID + "=" + it.Reason })
-		if rejected[tamperedID+"="+ReasonBadSignature] != 1 || rejected[staleID+"="+ReasonStaleTimestamp] != 1 {
+		rejected := countBy(c.list("status=rejected"), func(it Item) string { return it.Source + "=" + it.Reason })
+		if rejected["stripe="+ReasonBadSignature] != 1 || rejected["slack="+ReasonStaleTimestamp] != 1 {
 			t.Fatalf("rejected %v", rejected)
 		}
 		if n := len(c.list("source=gh")); n != 2 {
@@ -327,15 +333,17 @@ func TestRedisDownForwardsEverything(t *testing.T) {
 	}
 }
 
-// TestReplayReverifyAndRepublish: requests rejected under a wrong secret
-// are re-verified after the fix (by time range and status), then one is
-// re-published by id; the body bytes survive both.
+// TestReplayReverifyAndRepublish: authentic requests rejected under a
+// wrong mapping are re-verified after the fix (by time range and status),
+// then one is re-published by id; the body bytes survive both. (Requests
+// under a wrong secret are refused at the door with 401 and kept as
+// metadata only: the provider retries them, see TestWrongSecretIsRefused.)
 func TestReplayReverifyAndRepublish(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b testenv.Backend) {
 		f := newFixture(t, b)
 		s := f.service(nil, nil)
 		c := server(t, s)
-		c.createSource(map[string]any{"id": "stripe", "kind": "stripe", "tenant": "acme", "secret": "whsec_wrong"})
+		c.createSource(map[string]any{"id": "stripe", "kind": "stripe", "tenant": "acme", "secret": "whsec_right", "type_field": "kind"})
 		since := time.Now().Add(-time.Second)
 		var ids []string
 		for i := range 3 {
@@ -344,15 +352,10 @@ func TestReplayReverifyAndRepublish(t *testing.T) {
 		}
 		waitVerifier(t, s, "3 rejections", atLeast(StatusRejected, 3))
 		if envs := f.envelopes(t); len(envs) != 0 {
-			t.Fatalf("%d envelopes from bad signatures", len(envs))
+			t.Fatalf("%d envelopes from unmapped requests", len(envs))
 		}
-		// The provider's secret was rotated on their side: rotate ours,
-		// keeping the old one as previous.
-		var secrets secretsJSON
-		c.json(http.MethodPost, "/v1/inbound/sources/stripe/secret/rotate", map[string]string{"secret": "whsec_right"}, http.StatusOK, &secrets)
-		if secrets.Secret != "whsec_right" || secrets.PreviousSecret != "whsec_wrong" {
-			t.Fatalf("rotation %+v", secrets)
-		}
+		// The mapping was wrong: fix it.
+		c.json(http.MethodPatch, "/v1/inbound/sources/stripe", map[string]string{"type_field": "type"}, http.StatusOK, nil)
 
 		var job ReplayJob
 		c.json(http.MethodPost, "/v1/inbound/replays", map[string]any{

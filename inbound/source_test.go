@@ -153,8 +153,16 @@ func TestNormaliseMappingAndFallbacks(t *testing.T) {
 	gh.SetDefaults()
 	h := http.Header{"X-Github-Event": {"push"}, "X-Github-Delivery": {"d-1"}}
 	n, err := normalise(&gh, capture(gh, h, []byte(`{"repository":{"full_name":"acme/app"}}`)))
-	if err != nil || n.typ != "github.push" || n.entity != "acme/app" || n.dedupKey != "d-1" {
+	if err != nil || n.typ != "github.push" || n.entity != "acme/app" || !strings.HasPrefix(n.dedupKey, "sha256:") {
 		t.Fatalf("github: %+v %v", n, err)
+	}
+	// X-GitHub-Delivery and X-GitHub-Event are not signed: a resend of the
+	// same signed body under another delivery id and another event type
+	// has the same dedup key and event id.
+	resent := http.Header{"X-Github-Event": {"delete"}, "X-Github-Delivery": {"d-forged"}}
+	again, err := normalise(&gh, capture(gh, resent, []byte(`{"repository":{"full_name":"acme/app"}}`)))
+	if err != nil || again.dedupKey != n.dedupKey || again.eventID != n.eventID {
+		t.Fatalf("resent with a new delivery id: key %q id %s, want %q %s", again.dedupKey, again.eventID, n.dedupKey, n.eventID)
 	}
 	h.Set("X-Github-Event", "ping")
 	n, _ = normalise(&gh, capture(gh, h, []byte(`{}`)))
