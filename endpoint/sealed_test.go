@@ -52,34 +52,15 @@ func withSecrets(id string, secrets ...string) endpoint.Endpoint {
 	return e
 }
 
-// rawKeys returns the key id of each endpoint's latest record on topic
-// ("plaintext" for an unsealed one), and fails if any record holds one of
-// the secrets in the clear (whole, or its base64 part).
+// rawKeys is testenv.SealedKeyIDs, checking for the base64 part of
+// each whsec_ secret.
 func rawKeys(ctx context.Context, t *testing.T, b testenv.Backend, topic string, secrets ...string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	for _, r := range testenv.RawRecords(ctx, t, b.Brokers, topic) {
-		for _, s := range secrets {
-			if bytes.Contains(r.Value, []byte(strings.TrimPrefix(s, endpoint.SecretPrefix))) {
-				t.Fatalf("record at offset %d of %s holds secret %s in the clear: %s", r.Offset, topic, s, r.Value)
-			}
-		}
-		if r.Value == nil {
-			delete(out, string(r.Key))
-			continue
-		}
-		var v struct {
-			Sealed *secretbox.Sealed `json:"secrets_sealed"`
-		}
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatal(err)
-		}
-		out[string(r.Key)] = secretbox.Plaintext
-		if v.Sealed != nil {
-			out[string(r.Key)] = v.Sealed.KeyID
-		}
+	raw := make([]string, len(secrets))
+	for i, s := range secrets {
+		raw[i] = strings.TrimPrefix(s, endpoint.SecretPrefix)
 	}
-	return out
+	return testenv.SealedKeyIDs(ctx, t, b.Brokers, topic, raw...)
 }
 
 func TestEndpointSecretsAreSealedOnTheTopic(t *testing.T) {

@@ -1,7 +1,6 @@
 package inbound
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,31 +44,6 @@ func githubSource(id, secret, previous string) Source {
 	return s
 }
 
-// sourceKeys returns the key id of each source's latest record on topic
-// ("plaintext" when unsealed) and fails if a record holds a secret.
-func sourceKeys(ctx context.Context, t *testing.T, b testenv.Backend, topic string, secrets ...string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, r := range testenv.RawRecords(ctx, t, b.Brokers, topic) {
-		for _, s := range secrets {
-			if bytes.Contains(r.Value, []byte(s)) {
-				t.Fatalf("record at offset %d of %s holds a secret in the clear: %s", r.Offset, topic, r.Value)
-			}
-		}
-		var v struct {
-			Sealed *secretbox.Sealed `json:"secrets_sealed"`
-		}
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatal(err)
-		}
-		out[string(r.Key)] = secretbox.Plaintext
-		if v.Sealed != nil {
-			out[string(r.Key)] = v.Sealed.KeyID
-		}
-	}
-	return out
-}
-
 func TestSourceSecretsAreSealedOnTheTopic(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b testenv.Backend) {
 		f := newFixture(t, b)
@@ -81,7 +55,7 @@ func TestSourceSecretsAreSealedOnTheTopic(t *testing.T) {
 		if err := sealedSourceStore(t, b, f.topics.Sources, r).Put(ctx, githubSource("gh", current, previous)); err != nil {
 			t.Fatal(err)
 		}
-		if keys := sourceKeys(ctx, t, b, f.topics.Sources, current, previous); keys["gh"] != "k1" {
+		if keys := testenv.SealedKeyIDs(ctx, t, b.Brokers, f.topics.Sources, current, previous); keys["gh"] != "k1" {
 			t.Fatalf("gh sealed under %q, want k1", keys["gh"])
 		}
 		got, ok := sealedSourceStore(t, b, f.topics.Sources, r).Get("gh")
@@ -147,7 +121,7 @@ func TestPlaintextSourcesReadAndRekeyed(t *testing.T) {
 		if c, err = s2.Rekey(ctx); err != nil || c.Rewritten != 1 || c.ByKey["k2"] != 1 {
 			t.Fatalf("rekey to k2: %+v, %v", c, err)
 		}
-		if keys := sourceKeys(ctx, t, b, f.topics.Sources); keys["old"] != "k2" {
+		if keys := testenv.SealedKeyIDs(ctx, t, b.Brokers, f.topics.Sources); keys["old"] != "k2" {
 			t.Fatalf("after rekey old is under %q", keys["old"])
 		}
 		if got, _ := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k2)).Get("old"); got.Secret != legacy {

@@ -1,11 +1,15 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/secretbox"
 )
 
 // RawRecords reads partition 0 of topic from its start to its current end
@@ -34,6 +38,37 @@ func RawRecords(ctx context.Context, t testing.TB, brokers []string, topic strin
 			t.Fatalf("reading %s up to offset %d: %v", topic, end.Offset, ctx.Err())
 		}
 		out = append(out, fetches.Records()...)
+	}
+	return out
+}
+
+// SealedKeyIDs reads topic raw (RawRecords) and returns, per record key,
+// the key id its latest value's secrets are sealed under (its
+// "secrets_sealed" field), or "plaintext" when unsealed; deleted keys are
+// absent. It fails the test if any record holds one of secrets verbatim.
+func SealedKeyIDs(ctx context.Context, t testing.TB, brokers []string, topic string, secrets ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, r := range RawRecords(ctx, t, brokers, topic) {
+		for _, s := range secrets {
+			if bytes.Contains(r.Value, []byte(s)) {
+				t.Fatalf("record at offset %d of %s holds a secret in the clear: %s", r.Offset, topic, r.Value)
+			}
+		}
+		if r.Value == nil {
+			delete(out, string(r.Key))
+			continue
+		}
+		var v struct {
+			Sealed *secretbox.Sealed `json:"secrets_sealed"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("record at offset %d of %s: %v", r.Offset, topic, err)
+		}
+		out[string(r.Key)] = secretbox.Plaintext
+		if v.Sealed != nil {
+			out[string(r.Key)] = v.Sealed.KeyID
+		}
 	}
 	return out
 }
