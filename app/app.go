@@ -36,7 +36,9 @@ import (
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/kafkaconn"
 	"github.com/laneway/laneway/notify"
+	"github.com/laneway/laneway/redisconn"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -51,6 +53,13 @@ type Config struct {
 	DataDir string
 	// RedisURL to use; empty starts an in-process Redis.
 	RedisURL string
+	// Kafka secures every Kafka client Laneway opens (TLS, mutual TLS,
+	// SASL). Default: plaintext, unauthenticated. Refused with the
+	// embedded Kafka, which has neither.
+	Kafka kafkaconn.Config
+	// Redis adds TLS files and ACL credentials to RedisURL. Default: the
+	// URL alone. Refused with the in-process Redis.
+	Redis redisconn.Config
 	// HTTPAddr is the API listen address. Default "127.0.0.1:8080".
 	HTTPAddr string
 	// AdminToken, when set, is required as a Bearer token on /v1. Without it
@@ -128,9 +137,10 @@ type App struct {
 	httpLn   net.Listener
 	httpDone chan struct{}
 
-	brokers  []string
-	redisURL string
-	stops    []func()
+	brokers   []string
+	kafkaOpts []kgo.Opt // TLS and SASL, on every client
+	redisURL  string
+	stops     []func()
 }
 
 // Start brings every component up. On error, whatever started is stopped.
@@ -197,8 +207,8 @@ func (a *App) onStop(fn func()) { a.stops = append(a.stops, fn) }
 // Brokers are the Kafka bootstrap addresses in use.
 func (a *App) Brokers() []string { return a.brokers }
 
-// RedisURL is the Redis in use.
-func (a *App) RedisURL() string { return a.redisURL }
+// RedisURL is the Redis in use, its password redacted: it is for printing.
+func (a *App) RedisURL() string { return redisconn.Redact(a.redisURL) }
 
 // HTTPAddr is the address the API listens on.
 func (a *App) HTTPAddr() string { return a.httpLn.Addr().String() }
@@ -215,7 +225,12 @@ func (a *App) Embedded() bool { return a.kafka != nil }
 func (a *App) startKafka(context.Context) error {
 	if len(a.cfg.KafkaBrokers) > 0 {
 		a.brokers = a.cfg.KafkaBrokers
-		return nil
+		opts, err := a.cfg.Kafka.Opts()
+		a.kafkaOpts = opts
+		return err
+	}
+	if !a.cfg.Kafka.IsZero() {
+		return errors.New("kafka TLS or SASL settings are given without --kafka-brokers: the embedded Kafka has neither; name the cluster they are for")
 	}
 	k, err := embedded.StartKafka(embedded.KafkaConfig{
 		Addr: a.cfg.EmbeddedKafkaAddr, DataDir: a.cfg.DataDir, Partitions: int(a.cfg.Topics.Partitions),
@@ -232,6 +247,9 @@ func (a *App) startKafka(context.Context) error {
 func (a *App) startRedis(ctx context.Context) error {
 	a.redisURL = a.cfg.RedisURL
 	if a.redisURL == "" {
+		if a.cfg.Redis != (redisconn.Config{}) {
+			return errors.New("redis TLS or credential settings are given without --redis-url: the in-process Redis has neither; name the Redis they are for")
+		}
 		r, err := embedded.StartRedis("")
 		if err != nil {
 			return err
@@ -240,9 +258,9 @@ func (a *App) startRedis(ctx context.Context) error {
 		a.redisURL = r.URL()
 		a.onStop(r.Stop)
 	}
-	opts, err := redis.ParseURL(a.redisURL)
+	opts, err := a.cfg.Redis.Options(a.redisURL)
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return err
 	}
 	a.rdb = redis.NewClient(opts)
 	a.onStop(func() { _ = a.rdb.Close() })
@@ -253,13 +271,14 @@ func (a *App) startRedis(ctx context.Context) error {
 	return nil
 }
 
-// clientOpts are the options every franz-go client shares: the brokers and
-// kprom metrics (one kprom instance per client, told apart by a label).
+// clientOpts are the options every franz-go client shares: kprom metrics
+// (one kprom instance per client, told apart by a label) and the
+// connection's TLS and SASL. Every client Laneway opens takes them.
 func (a *App) clientOpts(name string) []kgo.Opt {
 	m := kprom.NewMetrics("laneway_kafka",
 		kprom.Registerer(prometheus.WrapRegistererWith(prometheus.Labels{"client": name}, a.registry)),
 		kprom.WithClientLabel())
-	return []kgo.Opt{kgo.WithHooks(m), kgo.ClientID("laneway-" + name)}
+	return append([]kgo.Opt{kgo.WithHooks(m), kgo.ClientID("laneway-" + name)}, a.kafkaOpts...)
 }
 
 // groupOpts are clientOpts plus the group settings both stages share.
@@ -318,7 +337,7 @@ func leaveError(resp kadm.LeaveGroupResponses) error {
 }
 
 func (a *App) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("admin")...)...)
 	if err != nil {
 		return err
 	}
