@@ -62,6 +62,20 @@ type Config struct {
 	Redis redisconn.Config
 	// HTTPAddr is the API listen address. Default "127.0.0.1:8080".
 	HTTPAddr string
+	// PublicAddr, when set, serves the inbound front door (POST
+	// /in/{source}) alone, and HTTPAddr no longer serves it: expose this
+	// one, keep the API, console and /metrics private. Default "": the
+	// front door is on HTTPAddr.
+	PublicAddr string
+	// HTTPLimits bound each connection on both listeners (timeouts, header
+	// size). Defaults as in ServerLimits.
+	HTTPLimits ServerLimits
+	// InboundRateLimits bound requests to the front door per client address
+	// and per source. Defaults as in inbound.RateLimits.
+	InboundRateLimits inbound.RateLimits
+	// InboundRefusedKeepRate is how many refused front-door requests per
+	// second are kept as metadata. Default 5 (inbound.Config).
+	InboundRefusedKeepRate float64
 	// AdminToken, when set, is required as a Bearer token on /v1. Without it
 	// the API refuses to listen on anything but loopback.
 	AdminToken string
@@ -136,6 +150,7 @@ type App struct {
 	http     *http.Server
 	httpLn   net.Listener
 	httpDone chan struct{}
+	public   *listener // the front door's own listener, when PublicAddr is set
 
 	brokers   []string
 	kafkaOpts []kgo.Opt // TLS and SASL, on every client
@@ -503,6 +518,7 @@ func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
 		Group: a.cfg.GroupPrefix + "-inbound", InstanceID: a.cfg.InstanceID,
 		SessionTimeout: a.cfg.SessionTimeout, TransactionV2: a.cfg.KafkaTransactionV2,
 		ClientOpts: a.clientOpts, Registerer: a.registry, Logger: a.log,
+		RateLimits: a.cfg.InboundRateLimits, RefusedKeepRate: a.cfg.InboundRefusedKeepRate,
 	})
 	if err != nil {
 		return nil, err
@@ -560,7 +576,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
-		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), in.Routes()...),
+		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
 	if err != nil {
@@ -571,7 +587,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
 	}
 	a.httpLn = ln
-	a.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	a.http = a.cfg.HTTPLimits.server(srv.Handler())
 	a.httpDone = make(chan struct{})
 	go func() {
 		defer close(a.httpDone)
@@ -580,7 +596,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		}
 	}()
 	a.onStop(a.stopHTTP)
-	return nil
+	return a.startPublic(in)
 }
 
 func (a *App) stopHTTP() {

@@ -358,9 +358,31 @@ func (s *Service) Finder() *Finder { return s.finder }
 //	POST   /v1/inbound/replays                      re-verify or re-publish (202, background job)
 //	GET    /v1/inbound/replays/{id}                 replay progress
 func (s *Service) Routes() []api.Route {
+	return append([]api.Route{s.captureRoute()}, s.AdminRoutes()...)
+}
+
+func (s *Service) captureRoute() api.Route {
+	return api.Route{Pattern: "POST /in/{source}", Handler: http.HandlerFunc(s.capture), Public: true}
+}
+
+// PublicHandler serves the capture route alone, for a listener that faces
+// the internet: nothing else (no admin route, no console, no metrics) is
+// reachable through it; every other path is a JSON 404.
+func (s *Service) PublicHandler() http.Handler {
+	mux := http.NewServeMux()
+	r := s.captureRoute()
+	mux.Handle(r.Pattern, r.Handler)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not found: this listener serves POST /in/{source} only")
+	})
+	return mux
+}
+
+// AdminRoutes are Routes without the capture route, for an API listener
+// when the front door has a listener of its own (PublicHandler).
+func (s *Service) AdminRoutes() []api.Route {
 	admin := func(pattern string, h http.HandlerFunc) api.Route { return api.Route{Pattern: pattern, Handler: h} }
 	return []api.Route{
-		{Pattern: "POST /in/{source}", Handler: http.HandlerFunc(s.capture), Public: true},
 		admin("POST /v1/inbound/sources", s.createSource),
 		admin("GET /v1/inbound/sources", s.listSources),
 		admin("GET /v1/inbound/sources/{id}", s.getSource),

@@ -26,6 +26,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "Redis URL (redis://host:port/db, rediss:// for TLS); empty runs an in-process Redis")
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "API, console and metrics listen address")
+	frontDoorFlags(fs, cfg)
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback)")
 	fs.StringVar(&cfg.Topics.Events, "events-topic", "", "topic producers publish events to (default <topic-prefix>.events)")
 	fs.StringVar(&lists.topicPrefix, "topic-prefix", "laneway", "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")

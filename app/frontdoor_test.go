@@ -1,0 +1,150 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/testenv"
+)
+
+// TestPublicListenerServesTheFrontDoorOnly: with --public-addr the front
+// door is there and only there; the API, console and metrics stay on the
+// HTTP address.
+func TestPublicListenerServesTheFrontDoorOnly(t *testing.T) {
+	a := startApp(t, testenv.Embedded, func(c *app.Config) { c.PublicAddr = "127.0.0.1:0" })
+	admin, public := "http://"+a.HTTPAddr(), "http://"+a.PublicAddr()
+	secret := createGitHubSource(t, admin, "gh")
+	body := []byte(`{"repository":{"full_name":"acme/app"}}`)
+
+	for _, path := range []string{"/metrics", "/", "/v1/endpoints", "/v1/inbound/sources", "/openapi.json", "/healthz"} {
+		if code := get(t, public+path); code != http.StatusNotFound {
+			t.Errorf("public GET %s: %d, want 404", path, code)
+		}
+	}
+	if code := get(t, admin+"/metrics"); code != http.StatusOK {
+		t.Errorf("admin GET /metrics: %d", code)
+	}
+	if code := postGitHub(t, public+"/in/gh", secret, body, nil); code != http.StatusAccepted {
+		t.Errorf("public POST /in/gh: %d, want 202", code)
+	}
+	if code := postGitHub(t, admin+"/in/gh", secret, body, nil); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
+		t.Errorf("admin POST /in/gh: %d, want the door not served there", code)
+	}
+}
+
+// TestServerLimitsCutTricklesAndHugeHeaders is the attack on the server:
+// a sender that trickles its body is cut at ReadTimeout, and a 500 KB
+// header is refused with 431 before anything is stored.
+func TestServerLimitsCutTricklesAndHugeHeaders(t *testing.T) {
+	a := startApp(t, testenv.Embedded, func(c *app.Config) { c.HTTPLimits.ReadTimeout = time.Second })
+	base := "http://" + a.HTTPAddr()
+	secret := createGitHubSource(t, base, "gh")
+
+	huge := http.Header{"X-Padding": {strings.Repeat("h", 500<<10)}}
+	body := []byte(`{"repository":{"full_name":"acme/app"}}`)
+	if code := postGitHub(t, base+"/in/gh", secret, body, huge); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("500 KB header: %d, want 431", code)
+	}
+	if n := countRequests(t, base, "gh"); n != 0 {
+		t.Errorf("%d requests stored after the 500 KB header, want 0", n)
+	}
+
+	// Trickle: announce 100 KB, send a byte every 100 ms. The test's own
+	// deadline (20 s) is far above the server's 1 s.
+	conn, err := net.Dial("tcp", a.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /in/gh HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: 100000\r\n\r\n")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_, _ = io.Copy(io.Discard, bufio.NewReader(conn)) // returns when the server closes
+	}()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-closed:
+			return
+		case <-deadline:
+			t.Fatal("a connection trickling its body was still open after 20 s (ReadTimeout 1 s)")
+		case <-tick.C:
+			_, _ = conn.Write([]byte("x")) // fails once the server has cut us; closed then follows
+		}
+	}
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func createGitHubSource(t *testing.T, base, id string) string {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/inbound/sources", "application/json",
+		strings.NewReader(`{"id":"`+id+`","kind":"github","tenant":"acme"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Secret string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated || out.Secret == "" {
+		t.Fatalf("create source: %d %v", resp.StatusCode, err)
+	}
+	return out.Secret
+}
+
+func postGitHub(t *testing.T, url, secret string, body []byte, extra http.Header) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("X-GitHub-Event", "push")
+	for k, v := range extra {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func countRequests(t *testing.T, base, source string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/inbound/requests?source=" + source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct{ Data []json.RawMessage }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Data)
+}
