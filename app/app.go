@@ -36,6 +36,7 @@ import (
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/kafkaconn"
 	"github.com/laneway/laneway/notify"
 	"github.com/laneway/laneway/redisconn"
@@ -81,6 +82,10 @@ type Config struct {
 	AdminToken string
 	// Topics names and sizes the topics. Defaults as in topics.Config.
 	Topics topics.Config
+	// Secrets seals endpoint and source secrets on Kafka. Default: see
+	// SecretsConfig (a key of its own for the embedded Kafka; a real
+	// cluster refuses to start without one).
+	Secrets SecretsConfig
 	// InstanceID names this instance; it must be stable across restarts
 	// and unique among instances. It is the transactional ids' suffix (a
 	// restart fences the old transactions) and the consumer groups' static
@@ -137,6 +142,7 @@ type App struct {
 	redis *embedded.Redis
 	rdb   *redis.Client
 
+	secrets  *secretbox.Ring // nil: plaintext (SecretsConfig.AllowPlaintext)
 	producer *kgo.Client
 	store    *endpoint.Store
 	breakers *breaker.Cache
@@ -179,7 +185,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	steps := []func(context.Context) error{
-		a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startStages, a.startHTTP,
+		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startStages, a.startHTTP,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -364,7 +370,7 @@ func (a *App) ensureTopics(ctx context.Context) error {
 
 func (a *App) startStore(ctx context.Context) error {
 	store, err := endpoint.NewStore(endpoint.StoreConfig{
-		Brokers: a.brokers, Topic: a.cfg.Topics.Endpoints, Logger: a.log,
+		Brokers: a.brokers, Topic: a.cfg.Topics.Endpoints, Secrets: a.secrets, Logger: a.log,
 		ClientOpts: a.clientOpts("endpoints"),
 	})
 	if err != nil {
@@ -517,7 +523,7 @@ func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
 		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
 		Group: a.cfg.GroupPrefix + "-inbound", InstanceID: a.cfg.InstanceID,
 		SessionTimeout: a.cfg.SessionTimeout, TransactionV2: a.cfg.KafkaTransactionV2,
-		ClientOpts: a.clientOpts, Registerer: a.registry, Logger: a.log,
+		ClientOpts: a.clientOpts, Secrets: a.secrets, Registerer: a.registry, Logger: a.log,
 		RateLimits: a.cfg.InboundRateLimits, RefusedKeepRate: a.cfg.InboundRefusedKeepRate,
 	})
 	if err != nil {

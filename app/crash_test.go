@@ -119,7 +119,7 @@ func newProcessRun(t *testing.T, name string, extra ...string) processRun {
 	run.events = ns + ".events"
 	run.args = append([]string{"serve", "--kafka-brokers", strings.Join(b.Brokers, ","), "--redis-url", b.RedisURL,
 		"--http-addr", run.addr, "--topic-prefix", ns, "--group-prefix", ns, "--instance-id", ns, "--partitions", "4",
-		"--allow-targets", "127.0.0.0/8", "--session-timeout", "6s",
+		"--allow-targets", "127.0.0.0/8", "--session-timeout", "6s", "--secrets-key-file", testenv.SecretsKeyFile(t),
 		"--log-level", cmp.Or(os.Getenv("LANEWAY_TEST_LOG"), "warn"), "--log-format", "text"}, extra...)
 	return run
 }

@@ -118,6 +118,7 @@ func startStoppableApp(t *testing.T, b testenv.Backend, tweak func(*app.Config))
 	ns := testenv.Unique("stop")
 	cfg := app.Config{
 		KafkaBrokers: b.Brokers, RedisURL: b.RedisURL, HTTPAddr: "127.0.0.1:0",
+		Secrets: app.SecretsConfig{Ring: testenv.SecretsRing(t)},
 		Topics: topics.Config{
 			Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked",
 			Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources",

@@ -31,15 +31,6 @@ func sealedStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.
 	return s
 }
 
-func ring(t *testing.T, keys ...secretbox.Key) *secretbox.Ring {
-	t.Helper()
-	r, err := secretbox.NewRing(keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func withSecrets(id string, secrets ...string) endpoint.Endpoint {
 	e := endpoint.Endpoint{ID: id, Tenant: "acme", URL: "https://example.com/hooks", MaxConcurrency: 4, Status: endpoint.StatusActive}
 	for i, s := range secrets {
@@ -69,7 +60,7 @@ func TestEndpointSecretsAreSealedOnTheTopic(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			topic := configTopic(t, b)
-			r := ring(t, secretbox.NewKey("k1"))
+			r := testenv.Ring(t, secretbox.NewKey("k1"))
 			current, old := endpoint.NewSecret(), endpoint.NewSecret()
 			writer := sealedStore(t, b, topic, r)
 			if err := writer.Put(ctx, withSecrets("ep_1", old)); err != nil {
@@ -99,11 +90,11 @@ func TestEndpointHeldWhenItsKeyIsMissing(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			topic := configTopic(t, b)
-			writer := sealedStore(t, b, topic, ring(t, secretbox.NewKey("k1")))
+			writer := sealedStore(t, b, topic, testenv.Ring(t, secretbox.NewKey("k1")))
 			if err := writer.Put(ctx, withSecrets("ep_1", endpoint.NewSecret())); err != nil {
 				t.Fatal(err)
 			}
-			other := sealedStore(t, b, topic, ring(t, secretbox.NewKey("k2")))
+			other := sealedStore(t, b, topic, testenv.Ring(t, secretbox.NewKey("k2")))
 			got, ok := other.Get("ep_1")
 			if !ok || !got.Paused || len(got.Secrets) != 0 || len(got.SigningSecrets(time.Now())) != 0 {
 				t.Fatalf("without k1, ep_1 reads %+v (ok %v); want it present, paused, without secrets", got, ok)
@@ -145,7 +136,7 @@ func TestSealedSecretsDoNotMoveBetweenEndpoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	topic := configTopic(t, b)
-	r := ring(t, secretbox.NewKey("k1"))
+	r := testenv.Ring(t, secretbox.NewKey("k1"))
 	s := sealedStore(t, b, topic, r)
 	if err := s.Put(ctx, withSecrets("ep_1", endpoint.NewSecret())); err != nil {
 		t.Fatal(err)
@@ -185,7 +176,7 @@ func TestPlaintextEndpointsReadAndRekeyed(t *testing.T) {
 			produceRaw(ctx, t, b, topic, "ep_old", value)
 
 			k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
-			s1 := sealedStore(t, b, topic, ring(t, k1))
+			s1 := sealedStore(t, b, topic, testenv.Ring(t, k1))
 			if got, ok := s1.Get("ep_old"); !ok || len(got.Secrets) != 1 || got.Secrets[0].Value != legacy {
 				t.Fatalf("legacy plaintext endpoint reads %+v", got)
 			}
@@ -201,7 +192,7 @@ func TestPlaintextEndpointsReadAndRekeyed(t *testing.T) {
 				t.Fatalf("after rekey ep_old is %q on the topic", keys["ep_old"])
 			}
 
-			s2 := sealedStore(t, b, topic, ring(t, k1, k2))
+			s2 := sealedStore(t, b, topic, testenv.Ring(t, k1, k2))
 			c, err = s2.Rekey(ctx)
 			if err != nil || c.Rewritten != 2 || c.ByKey["k2"] != 2 || len(c.ByKey) != 1 {
 				t.Fatalf("rekey to k2: %+v, %v", c, err)
@@ -209,7 +200,7 @@ func TestPlaintextEndpointsReadAndRekeyed(t *testing.T) {
 			if keys := rawKeys(ctx, t, b, topic, fresh); keys["ep_old"] != "k2" || keys["ep_new"] != "k2" {
 				t.Fatalf("after rekey the topic holds %v", keys)
 			}
-			onlyK2 := sealedStore(t, b, topic, ring(t, k2)) // k1 removed from the key file
+			onlyK2 := sealedStore(t, b, topic, testenv.Ring(t, k2)) // k1 removed from the key file
 			for id, want := range map[string]string{"ep_old": legacy, "ep_new": fresh} {
 				if got, ok := onlyK2.Get(id); !ok || got.Paused || len(got.Secrets) != 1 || got.Secrets[0].Value != want {
 					t.Fatalf("with k2 alone %s reads %+v", id, got)

@@ -29,15 +29,6 @@ func sealedSourceStore(t *testing.T, b testenv.Backend, topic string, ring *secr
 	return s
 }
 
-func keyRing(t *testing.T, keys ...secretbox.Key) *secretbox.Ring {
-	t.Helper()
-	r, err := secretbox.NewRing(keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func githubSource(id, secret, previous string) Source {
 	s := Source{ID: id, Kind: KindGitHub, Tenant: "acme", Secret: secret, PreviousSecret: previous, TypePrefix: "github."}
 	s.SetDefaults()
@@ -49,7 +40,7 @@ func TestSourceSecretsAreSealedOnTheTopic(t *testing.T) {
 		f := newFixture(t, b)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		r := keyRing(t, secretbox.NewKey("k1"))
+		r := testenv.Ring(t, secretbox.NewKey("k1"))
 		current, _ := NewSecret(KindGitHub)
 		previous, _ := NewSecret(KindGitHub)
 		if err := sealedSourceStore(t, b, f.topics.Sources, r).Put(ctx, githubSource("gh", current, previous)); err != nil {
@@ -74,10 +65,10 @@ func TestSourceHeldWhenItsKeyIsMissing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		secret, _ := NewSecret(KindGitHub)
-		if err := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, secretbox.NewKey("k1"))).Put(ctx, githubSource("gh", secret, "")); err != nil {
+		if err := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, secretbox.NewKey("k1"))).Put(ctx, githubSource("gh", secret, "")); err != nil {
 			t.Fatal(err)
 		}
-		other := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, secretbox.NewKey("k2")))
+		other := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, secretbox.NewKey("k2")))
 		src, ok := other.Get("gh")
 		if !ok || src.Secret != "" || src.heldErr == nil {
 			t.Fatalf("without k1 gh reads %+v", src)
@@ -109,7 +100,7 @@ func TestPlaintextSourcesReadAndRekeyed(t *testing.T) {
 		produceSource(ctx, t, b, f.topics.Sources, "old", value)
 
 		k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
-		s1 := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k1))
+		s1 := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, k1))
 		if got, _ := s1.Get("old"); got.Secret != legacy {
 			t.Fatalf("legacy source reads %+v", got)
 		}
@@ -117,14 +108,14 @@ func TestPlaintextSourcesReadAndRekeyed(t *testing.T) {
 		if err != nil || c.Rewritten != 1 || c.ByKey["k1"] != 1 || len(c.ByKey) != 1 {
 			t.Fatalf("rekey of the plaintext source: %+v, %v", c, err)
 		}
-		s2 := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k1, k2))
+		s2 := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, k1, k2))
 		if c, err = s2.Rekey(ctx); err != nil || c.Rewritten != 1 || c.ByKey["k2"] != 1 {
 			t.Fatalf("rekey to k2: %+v, %v", c, err)
 		}
 		if keys := testenv.SealedKeyIDs(ctx, t, b.Brokers, f.topics.Sources); keys["old"] != "k2" {
 			t.Fatalf("after rekey old is under %q", keys["old"])
 		}
-		if got, _ := sealedSourceStore(t, b, f.topics.Sources, keyRing(t, k2)).Get("old"); got.Secret != legacy {
+		if got, _ := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, k2)).Get("old"); got.Secret != legacy {
 			t.Fatalf("with k2 alone old reads %+v", got)
 		}
 	})

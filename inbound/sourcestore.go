@@ -45,6 +45,32 @@ type SourceStore struct {
 	done   chan struct{}
 }
 
+// SourceStoreConfig configures a SourceStore opened on its own (the
+// Service opens its own from Config).
+type SourceStoreConfig struct {
+	// Brokers to connect to. Required.
+	Brokers []string
+	// Topic is the compacted sources topic. Default "laneway.sources".
+	Topic string
+	// Secrets seals and opens source secrets. Default nil: plaintext.
+	Secrets *secretbox.Ring
+	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
+	ClientOpts []kgo.Opt
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// NewSourceStore connects to Kafka; Start loads and follows the topic.
+func NewSourceStore(cfg SourceStoreConfig) (*SourceStore, error) {
+	if cfg.Topic == "" {
+		cfg.Topic = "laneway.sources"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return newSourceStore(cfg.Brokers, cfg.Topic, cfg.Secrets, cfg.Logger, cfg.ClientOpts)
+}
+
 // newSourceStore connects to Kafka; Start loads and follows the topic.
 func newSourceStore(brokers []string, topic string, ring *secretbox.Ring, logger *slog.Logger, extra []kgo.Opt) (*SourceStore, error) {
 	opts := append([]kgo.Opt{

@@ -21,6 +21,7 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -42,9 +43,15 @@ func uniqueName(prefix string) string {
 // startLaneway starts Laneway in this process with the settings the flags
 // (or the scenario's defaults) chose; zero values keep Laneway's defaults.
 func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*laneway, error) {
+	// A key of the run's own: the run's topics do not outlive it.
+	benchRing, err := secretbox.NewRing(secretbox.NewKey("bench"))
+	if err != nil {
+		return nil, err
+	}
 	name := uniqueName("bench")
 	acfg := app.Config{
 		KafkaBrokers: cfg.KafkaBrokers, RedisURL: cfg.RedisURL, HTTPAddr: "127.0.0.1:0",
+		Secrets: app.SecretsConfig{Ring: benchRing},
 		Topics: topics.Config{
 			Events: name + ".events", Deliveries: name + ".deliveries", Parked: name + ".parked",
 			Dead: name + ".dead", Endpoints: name + ".endpoints", Partitions: int32(cfg.Partitions),

@@ -40,6 +40,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return deadGroup().run(ctx, args[1:], stdin, stdout, stderr)
 	case "events":
 		return eventsGroup().run(ctx, args[1:], stdin, stdout, stderr)
+	case "secrets":
+		return secretsCommand(ctx, args[1:], stdout, stderr)
 	default:
 		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 	}
@@ -50,6 +52,7 @@ const usage = `Usage: laneway <command> [flags]
 Commands:
   serve        run Laneway (embedded Kafka and Redis unless --kafka-brokers / --redis-url are given)
   demo         run Laneway with a simulated receiver fleet, one customer slow, and live traffic
+  secrets      new-key, status, rekey: the key file sealing secrets on Kafka (takes serve's flags)
 
 API clients (--api, env LANEWAY_API; --token, env LANEWAY_ADMIN_TOKEN; -o table|json):
   endpoints    create, list, get, update, pause, resume, rotate-secret, secret, delete

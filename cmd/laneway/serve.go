@@ -13,6 +13,7 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/secretbox"
 )
 
 // serveFlags binds every `serve` setting to a flag and a LANEWAY_* variable.
@@ -23,6 +24,8 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.Var(&lists.brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers; empty runs the embedded Kafka")
 	fs.StringVar(&cfg.EmbeddedKafkaAddr, "embedded-kafka-addr", "127.0.0.1:9092", "listen address of the embedded Kafka")
 	fs.StringVar(&cfg.DataDir, "data-dir", "laneway-data", "directory the embedded Kafka persists to (empty: memory only)")
+	fs.StringVar(&lists.secretsKeyFile, "secrets-key-file", "", "key file sealing endpoint and source secrets on Kafka: \"<key id> <base64 of 32 bytes>\" per line, the last one seals (default with the embedded Kafka: <data-dir>/secrets.key, created)")
+	fs.BoolVar(&cfg.Secrets.AllowPlaintext, "allow-plaintext-secrets", false, "run against --kafka-brokers without --secrets-key-file, writing secrets in plaintext")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "Redis URL (redis://host:port/db, rediss:// for TLS); empty runs an in-process Redis")
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "API, console and metrics listen address")
@@ -67,6 +70,7 @@ type listFlags struct {
 	brokers, allow stringList
 	partitions     *int
 	topicPrefix    string
+	secretsKeyFile string
 }
 
 // stringList is a comma-separated flag value.
@@ -134,6 +138,13 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (ap
 			return app.Config{}, logFlags{}, fmt.Errorf("--allow-targets %q: %w", s, err)
 		}
 		cfg.AllowTargets = append(cfg.AllowTargets, p)
+	}
+	if lists.secretsKeyFile != "" {
+		ring, err := secretbox.LoadKeyFile(lists.secretsKeyFile)
+		if err != nil {
+			return app.Config{}, logFlags{}, fmt.Errorf("--secrets-key-file: %w", err)
+		}
+		cfg.Secrets.Ring = ring
 	}
 	return *cfg, *logs, nil
 }

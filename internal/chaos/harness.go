@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/secretbox"
 )
 
 // endpointSpec is one endpoint of the receiver fleet.
@@ -332,7 +333,7 @@ func (h *Harness) lanewayArgs(id, addr string) []string {
 		"--kafka-brokers", strings.Join(h.env.Brokers, ","), "--redis-url", h.env.RedisURL,
 		"--http-addr", addr, "--instance-id", id,
 		"--topic-prefix", h.name, "--group-prefix", h.name, "--partitions", fmt.Sprint(h.cfg.Partitions),
-		"--allow-targets", "127.0.0.0/8",
+		"--allow-targets", "127.0.0.0/8", "--secrets-key-file", h.keyFile(),
 		"--session-timeout", h.cfg.SessionTimeout.String(), "--commit-interval", "200ms",
 		// Parking is exercised: the slow endpoint falls behind and parks.
 		"--park-after", "2s",
@@ -345,8 +346,14 @@ func (h *Harness) lanewayArgs(id, addr string) []string {
 	return append(args, h.sc.Flags...)
 }
 
+// keyFile is the run's secrets key file, shared by its instances.
+func (h *Harness) keyFile() string { return filepath.Join(h.dir, "secrets.key") }
+
 func (h *Harness) setup(ctx context.Context, n int) error {
 	var err error
+	if _, _, err = secretbox.EnsureKeyFile(h.keyFile()); err != nil {
+		return err
+	}
 	if h.recv, err = NewReceivers(filepath.Join(h.dir, "receipts.ndjson"), filepath.Join(h.dir, "requests.ndjson")); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -71,4 +72,33 @@ func SealedKeyIDs(ctx context.Context, t testing.TB, brokers []string, topic str
 		}
 	}
 	return out
+}
+
+// SecretsRing is a key ring of one fresh key, for services a test starts
+// against a real cluster (which refuse to write secrets in plaintext).
+func SecretsRing(t testing.TB) *secretbox.Ring {
+	t.Helper()
+	return Ring(t, secretbox.NewKey("test"))
+}
+
+// Ring is secretbox.NewRing of keys, failing the test on error.
+func Ring(t testing.TB, keys ...secretbox.Key) *secretbox.Ring {
+	t.Helper()
+	r, err := secretbox.NewRing(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// SecretsKeyFile writes a key file of one fresh key in a temporary
+// directory of the test and returns its path, for `laneway serve
+// --secrets-key-file` in tests that run the binary.
+func SecretsKeyFile(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secrets.key")
+	if _, _, err := secretbox.EnsureKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,0 +1,154 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/secretbox"
+)
+
+// SecretsConfig says how endpoint and source secrets are kept on Kafka.
+type SecretsConfig struct {
+	// Ring seals the secrets (AES-256-GCM, the newest key seals). Default
+	// nil: the embedded Kafka then uses <DataDir>/secrets.key, created on
+	// first start (a key in memory without DataDir); a real cluster needs
+	// a ring unless AllowPlaintext.
+	Ring *secretbox.Ring
+	// AllowPlaintext lets a real cluster run without Ring: secrets are
+	// then written in plaintext, readable by anyone who can read the
+	// topics. Default false: Start refuses.
+	AllowPlaintext bool
+}
+
+// KeyFileName is the embedded default's key file in its data directory.
+const KeyFileName = "secrets.key"
+
+// ErrNoSecretsKey is Start's refusal to write secrets in plaintext to a
+// real cluster.
+var ErrNoSecretsKey = errors.New("refusing to start against a Kafka cluster without a secrets key: endpoint and source signing secrets would be written to it in plaintext; " +
+	"give --secrets-key-file (LANEWAY_SECRETS_KEY_FILE; make one with `laneway secrets new-key k1`), or --allow-plaintext-secrets to accept that")
+
+// loadSecrets decides the ring every store seals with.
+func (a *App) loadSecrets(context.Context) error {
+	cfg := a.cfg.Secrets
+	switch {
+	case cfg.Ring != nil:
+		a.secrets = cfg.Ring
+	case len(a.cfg.KafkaBrokers) > 0 && cfg.AllowPlaintext:
+		a.log.Warn("secrets are written to Kafka in plaintext (--allow-plaintext-secrets): anyone who can read the endpoint and source topics can forge webhooks")
+	case len(a.cfg.KafkaBrokers) > 0:
+		return ErrNoSecretsKey
+	case a.cfg.DataDir == "":
+		// Memory only, like the embedded Kafka's data: nothing outlives it.
+		ring, err := secretbox.NewRing(secretbox.NewKey("k1"))
+		if err != nil {
+			return err
+		}
+		a.secrets = ring
+	default:
+		path := filepath.Join(a.cfg.DataDir, KeyFileName)
+		ring, created, err := secretbox.EnsureKeyFile(path)
+		if err != nil {
+			return fmt.Errorf("embedded secrets key: %w", err)
+		}
+		if created {
+			a.log.Info("created the secrets key of the embedded Kafka: keep it with the data directory", "path", path)
+		}
+		a.secrets = ring
+	}
+	return nil
+}
+
+// SecretsReport is what RekeySecrets found (and did) on each config topic.
+type SecretsReport struct {
+	// WriteKeyID is the key new writes are sealed under.
+	WriteKeyID string `json:"write_key_id"`
+	// Endpoints and Sources count the records by key after any rewrite.
+	Endpoints secretbox.Census `json:"endpoints"`
+	Sources   secretbox.Census `json:"sources"`
+}
+
+// RekeySecrets reads the endpoint and source config topics of cfg's
+// cluster with cfg's key ring and, when rewrite is set, rewrites every
+// record not sealed under the newest key (plaintext ones included). It
+// runs beside the serving instances: they need every key it uses in their
+// key files. Endpoints are rewritten through endpoint.Store.Update, which
+// keeps a change another writer makes meanwhile; sources are rewritten
+// blind (see inbound.SourceStore.Rekey).
+func RekeySecrets(ctx context.Context, cfg Config, rewrite bool) (SecretsReport, error) {
+	if len(cfg.KafkaBrokers) == 0 {
+		return SecretsReport{}, errors.New("--kafka-brokers is required: rekey works on a running cluster (for the embedded Kafka, its address)")
+	}
+	if cfg.Secrets.Ring == nil {
+		return SecretsReport{}, errors.New("--secrets-key-file is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Topics = cfg.Topics.WithDefaults()
+	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), secrets: cfg.Secrets.Ring}
+	if err := a.startKafka(ctx); err != nil {
+		return SecretsReport{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	report := SecretsReport{WriteKeyID: a.secrets.WriteKeyID()}
+	var err error
+	if report.Endpoints, err = a.rekeyEndpoints(ctx, rewrite); err != nil {
+		return report, fmt.Errorf("endpoints: %w", err)
+	}
+	if report.Sources, err = a.rekeySources(ctx, rewrite); err != nil {
+		return report, fmt.Errorf("sources: %w", err)
+	}
+	return report, nil
+}
+
+// sealedStore is a config store that seals secrets.
+type sealedStore interface {
+	Start(ctx context.Context) error
+	Stop()
+	Census() secretbox.Census
+	Rekey(ctx context.Context) (secretbox.Census, error)
+}
+
+// censusOrRekey loads store and counts its records, or rekeys them.
+func censusOrRekey(ctx context.Context, store sealedStore, rewrite bool) (secretbox.Census, error) {
+	defer store.Stop()
+	if err := store.Start(ctx); err != nil {
+		return secretbox.Census{}, err
+	}
+	if !rewrite {
+		return store.Census(), nil
+	}
+	return store.Rekey(ctx)
+}
+
+func (a *App) rekeyEndpoints(ctx context.Context, rewrite bool) (secretbox.Census, error) {
+	store, err := endpoint.NewStore(endpoint.StoreConfig{
+		Brokers: a.brokers, Topic: a.cfg.Topics.Endpoints, Secrets: a.secrets, Logger: a.log,
+		ClientOpts: a.clientOpts("secrets-endpoints"),
+	})
+	if err != nil {
+		return secretbox.Census{}, err
+	}
+	return censusOrRekey(ctx, store, rewrite)
+}
+
+func (a *App) rekeySources(ctx context.Context, rewrite bool) (secretbox.Census, error) {
+	store, err := inbound.NewSourceStore(inbound.SourceStoreConfig{
+		Brokers: a.brokers, Topic: a.cfg.Topics.Sources, Secrets: a.secrets, Logger: a.log,
+		ClientOpts: a.clientOpts("secrets-sources"),
+	})
+	if err != nil {
+		return secretbox.Census{}, err
+	}
+	return censusOrRekey(ctx, store, rewrite)
+}

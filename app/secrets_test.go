@@ -1,0 +1,146 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/topics"
+)
+
+func TestStartRefusesPlaintextSecretsOnACluster(t *testing.T) {
+	_, err := app.Start(context.Background(), app.Config{
+		KafkaBrokers: []string{"127.0.0.1:9"}, HTTPAddr: "127.0.0.1:0", Logger: testLogger(),
+	})
+	if !errors.Is(err, app.ErrNoSecretsKey) {
+		t.Fatalf("Start against a cluster without a key = %v, want ErrNoSecretsKey", err)
+	}
+}
+
+// TestEmbeddedKeepsItsKeyInTheDataDir: the embedded default seals with a
+// key it creates in its data directory, and reads its secrets back after
+// a restart.
+func TestEmbeddedKeepsItsKeyInTheDataDir(t *testing.T) {
+	dir := t.TempDir()
+	secret := endpoint.NewSecret()
+	ep := endpoint.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://example.com/hooks", MaxConcurrency: 4,
+		Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: secret}}}
+	start := func() *app.App { // the default topic names, so the restart finds them
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		a, err := app.Start(ctx, app.Config{DataDir: dir, EmbeddedKafkaAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			Topics: topics.Config{Partitions: 1}, Logger: testLogger()})
+		if err != nil {
+			t.Fatalf("start laneway: %v", err)
+		}
+		t.Cleanup(a.Stop)
+		return a
+	}
+	a := start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.Endpoints().Put(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	if keys := testenv.SealedKeyIDs(ctx, t, a.Brokers(), a.Topics().Endpoints, secret[len(endpoint.SecretPrefix):]); keys["ep_1"] != "k1" {
+		t.Fatalf("ep_1 on the embedded topic: %q, want sealed under k1", keys["ep_1"])
+	}
+	a.Stop()
+	if st, err := os.Stat(filepath.Join(dir, app.KeyFileName)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file in the data dir: %v, %v", st, err)
+	}
+	again := start()
+	if got, ok := again.Endpoints().Get("ep_1"); !ok || len(got.Secrets) != 1 || got.Secrets[0].Value != secret || got.Paused {
+		t.Fatalf("after a restart ep_1 reads %+v", got)
+	}
+}
+
+// TestRekeySecretsWhileServing follows the rotation runbook: the serving
+// instance's key file lists the new key k2 first (it reads k2, seals k1);
+// rekey, run with k2 last, moves every record to k2, plaintext ones
+// included; the instance still reads them all, and a key file without k1
+// reads everything.
+func TestRekeySecretsWhileServing(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
+		k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
+		a := startApp(t, b, func(c *app.Config) { c.Secrets.Ring = testenv.Ring(t, k2, k1) })
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		secret := endpoint.NewSecret()
+		if err := a.Endpoints().Put(ctx, endpoint.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://example.com/hooks",
+			MaxConcurrency: 4, Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: secret}}}); err != nil {
+			t.Fatal(err)
+		}
+		putPlaintextSource(ctx, t, a)
+
+		cfg := app.Config{KafkaBrokers: a.Brokers(), Topics: a.Topics(), Logger: testLogger(),
+			Secrets: app.SecretsConfig{Ring: testenv.Ring(t, k1, k2)}}
+		before, err := app.RekeySecrets(ctx, cfg, false)
+		if err != nil || before.Endpoints.ByKey["k1"] != 1 || before.Sources.ByKey[secretbox.Plaintext] != 1 {
+			t.Fatalf("status before rekey: %+v, %v", before, err)
+		}
+		report, err := app.RekeySecrets(ctx, cfg, true)
+		if err != nil || report.WriteKeyID != "k2" || report.Endpoints.Rewritten != 1 || report.Sources.Rewritten != 1 {
+			t.Fatalf("rekey: %+v, %v", report, err)
+		}
+		for topic, id := range map[string]string{a.Topics().Endpoints: "ep_1", a.Topics().Sources: "gh"} {
+			if keys := testenv.SealedKeyIDs(ctx, t, a.Brokers(), topic); keys[id] != "k2" {
+				t.Fatalf("%s after rekey: %v", topic, keys)
+			}
+		}
+		waitEndpoint(t, a.Endpoints(), "ep_1", func(e endpoint.Endpoint) bool {
+			return !e.Paused && len(e.Secrets) == 1 && e.Secrets[0].Value == secret
+		})
+		cfg.Secrets.Ring = testenv.Ring(t, k2) // k1 removed from the key file
+		after, err := app.RekeySecrets(ctx, cfg, false)
+		if err != nil || len(after.Endpoints.Unreadable)+len(after.Sources.Unreadable) != 0 ||
+			after.Endpoints.ByKey["k2"] != 1 || after.Sources.ByKey["k2"] != 1 {
+			t.Fatalf("status with k2 alone: %+v, %v", after, err)
+		}
+	})
+}
+
+// putPlaintextSource writes source gh as an instance without a key did.
+func putPlaintextSource(ctx context.Context, t *testing.T, a *app.App) {
+	t.Helper()
+	s, err := inbound.NewSourceStore(inbound.SourceStoreConfig{Brokers: a.Brokers(), Topic: a.Topics().Sources, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src := inbound.Source{ID: "gh", Kind: inbound.KindGitHub, Tenant: "acme", Secret: "legacy-github-secret"}
+	src.SetDefaults()
+	if err := s.Put(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitEndpoint waits until the store's endpoint id satisfies ok.
+func waitEndpoint(t *testing.T, s *endpoint.Store, id string, ok func(endpoint.Endpoint) bool) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.Changed()
+		if e, found := s.Get(id); found && ok(e) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			e, _ := s.Get(id)
+			t.Fatalf("endpoint %s never reached the expected state; now %+v", id, e)
+		}
+	}
+}
