@@ -14,6 +14,7 @@ import (
 	"github.com/yannh/kubeconform/pkg/validator"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,6 +69,10 @@ func build(t *testing.T, dir string) []object {
 			o.typed = &appsv1.Deployment{}
 		case "PodDisruptionBudget":
 			o.typed = &policyv1.PodDisruptionBudget{}
+		case "Ingress":
+			o.typed = &networkingv1.Ingress{}
+		case "NetworkPolicy":
+			o.typed = &networkingv1.NetworkPolicy{}
 		case "ServiceMonitor":
 			o.typed = &monitoringv1.ServiceMonitor{}
 		case "PrometheusRule":
@@ -185,6 +190,10 @@ func TestManifests(t *testing.T) {
 			if got := cm.Data["LANEWAY_HTTP_ADDR"]; got != "0.0.0.0:8080" {
 				t.Errorf("LANEWAY_HTTP_ADDR = %q, want 0.0.0.0:8080", got)
 			}
+			if ports["public"] != 8081 || cm.Data["LANEWAY_PUBLIC_ADDR"] != "0.0.0.0:8081" {
+				t.Errorf("container port public = %d, LANEWAY_PUBLIC_ADDR = %q: want the front door alone on 8081", ports["public"], cm.Data["LANEWAY_PUBLIC_ADDR"])
+			}
+			checkExposure(t, find[networkingv1.Ingress](t, objs), find[networkingv1.NetworkPolicy](t, objs), podLabels)
 			probe := func(name string, p *corev1.Probe, path string) {
 				if p == nil || p.HTTPGet == nil {
 					t.Errorf("no %s httpGet probe", name)
@@ -198,8 +207,8 @@ func TestManifests(t *testing.T) {
 			probe("liveness", c.LivenessProbe, "/healthz")
 			probe("startup", c.StartupProbe, "/healthz")
 			for _, sp := range svc.Spec.Ports {
-				if sp.TargetPort.String() != "http" {
-					t.Errorf("Service port %s targets %s, want the container's http port", sp.Name, sp.TargetPort.String())
+				if _, ok := ports[sp.TargetPort.String()]; !ok || sp.TargetPort.String() != sp.Name {
+					t.Errorf("Service port %s targets %s, want the container's port of that name", sp.Name, sp.TargetPort.String())
 				}
 			}
 			if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name || sm.Spec.Endpoints[0].Path != "/metrics" {
@@ -332,5 +341,40 @@ func TestPrometheusRuleMatchesAlerts(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s is not alerts.yml's rules: run `go test -run TestPrometheusRuleMatchesAlerts -update` here", path)
+	}
+}
+
+// checkExposure: the Ingress routes /in/ alone, to the public port (the
+// front door without the API, console or /metrics), and the NetworkPolicy
+// covers the pods and lets the public port and the API port be reached.
+func checkExposure(t *testing.T, ing *networkingv1.Ingress, np *networkingv1.NetworkPolicy, pods labels.Set) {
+	t.Helper()
+	for _, rule := range ing.Spec.Rules {
+		if rule.HTTP == nil {
+			continue
+		}
+		for _, p := range rule.HTTP.Paths {
+			if p.Path != "/in/" || p.PathType == nil || *p.PathType != networkingv1.PathTypePrefix || p.Backend.Service == nil || p.Backend.Service.Port.Name != "public" {
+				t.Errorf("Ingress path %q (%v) to %+v: want only Prefix /in/ to the Service's public port", p.Path, p.PathType, p.Backend.Service)
+			}
+		}
+	}
+	if ing.Spec.DefaultBackend != nil {
+		t.Errorf("Ingress has a default backend %+v: it would expose more than /in/", ing.Spec.DefaultBackend)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || !sel.Matches(pods) {
+		t.Errorf("NetworkPolicy selects %v, not the pods %v", np.Spec.PodSelector, pods)
+	}
+	opened := map[string]bool{}
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			if p.Port != nil {
+				opened[p.Port.String()] = true
+			}
+		}
+	}
+	if !opened["public"] || !opened["http"] || len(opened) != 2 {
+		t.Errorf("NetworkPolicy opens ports %v, want public and http", opened)
 	}
 }

@@ -26,6 +26,8 @@ KINDS = [
     "namespace-v1",
     "deployment-apps-v1",
     "poddisruptionbudget-policy-v1",
+    "ingress-networking-v1",
+    "networkpolicy-networking-v1",
 ]
 SHARED = "/api/_definitions.json#/$defs/"
 
