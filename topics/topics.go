@@ -107,7 +107,6 @@ func (c Config) specs() []spec {
 		ms := strconv.FormatInt(d.Milliseconds(), 10)
 		return map[string]*string{"retention.ms": &ms}
 	}
-	compact := "compact"
 	return []spec{
 		{c.Events, c.Partitions, retention(c.EventsRetention)},
 		{c.Deliveries, c.Partitions, retention(c.DeliveriesRetention)},
@@ -117,9 +116,33 @@ func (c Config) specs() []spec {
 		// limit plus headers, above Kafka's ~1 MB default.
 		{c.Inbound, c.Partitions, with(retention(c.InboundRetention), "max.message.bytes", "2097152")},
 		// One partition keeps every config change in one total order.
-		{c.Endpoints, 1, map[string]*string{"cleanup.policy": &compact}},
-		{c.Sources, 1, map[string]*string{"cleanup.policy": &compact}},
+		{c.Endpoints, 1, compacted()},
+		{c.Sources, 1, compacted()},
 	}
+}
+
+// CompactedConfigs are the configs of the compacted config topics. They
+// hold secrets (sealed): a value replaced by a rotation, or deleted, must
+// be gone within hours, not Kafka's "at least 7 days" (segment.ms) plus
+// 24 h (delete.retention.ms). Segments roll at the first write an hour
+// after they began, a closed segment with anything superseded in it is
+// compacted at once (dirty ratio 0.01) and at the latest 6 h after the
+// write (max.compaction.lag.ms), and a tombstone is kept an hour for
+// readers that were behind.
+var CompactedConfigs = map[string]string{
+	"cleanup.policy":            "compact",
+	"segment.ms":                "3600000",
+	"min.cleanable.dirty.ratio": "0.01",
+	"max.compaction.lag.ms":     "21600000",
+	"delete.retention.ms":       "3600000",
+}
+
+func compacted() map[string]*string {
+	out := make(map[string]*string, len(CompactedConfigs))
+	for k, v := range CompactedConfigs {
+		out[k] = &v
+	}
+	return out
 }
 
 // Ensure creates every missing topic. Existing topics are left as they are,
