@@ -1,14 +1,17 @@
 // Package inbound is Laneway's durable front door for webhooks that third
 // parties (Stripe, GitHub, Slack, any Standard Webhooks sender) send to us.
 //
-// The request path does as little as possible: POST /in/{source} looks the
-// source up, checks that its signature header is there, reads the body up to
-// the source's limit and writes the request exactly as received (raw body
-// bytes as the record value, method, path, remote address, receive time and
-// every HTTP header as record headers) to laneway.inbound with acks=all. Only
-// then does it answer 202. It parses no JSON and runs no application code
-// before the ACK, so a provider with a 3 s deadline is answered in
-// milliseconds even when everything behind it is slow.
+// The request path does as little as possible: POST /in/{source} checks the
+// client's and the source's rate limits, looks the source up, checks that its
+// signature header is there, reads the body up to the source's limit, checks
+// the signature (an HMAC over those bytes: a forged request is refused with
+// 401 and kept as capped metadata, never stored whole) and writes the request
+// exactly as received (raw body bytes as the record value, method, path,
+// remote address, receive time and every HTTP header as record headers) to
+// laneway.inbound with acks=all. Only then does it answer 202. It parses no
+// JSON and runs no application code before the ACK, so a provider with a 3 s
+// deadline is answered in milliseconds even when everything behind it is
+// slow. ratelimit.go and refused.go bound what an anonymous sender can cost.
 //
 // Everything else happens in the verify stage, a consumer group on the
 // inbound topic that, per poll, in one Kafka transaction together with the
