@@ -184,9 +184,10 @@ func createSubscriptions(t *testing.T, api apiClient, f *fleet.Fleet) []subscrip
 }
 
 // publishEvents writes events straight to the topic, as producers do, and
-// returns the event ids each endpoint must receive.
-func publishEvents(t *testing.T, a *app.App, n, entities int, subs []subscription) map[string][]string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...), kgo.DefaultProduceTopic(eventsTopic(a)))
+// returns the event ids each endpoint must receive. opts are the producer's
+// connection settings (TLS, SASL), if any.
+func publishEvents(t *testing.T, a *app.App, n, entities int, subs []subscription, opts ...kgo.Opt) map[string][]string {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.Brokers()...), kgo.DefaultProduceTopic(eventsTopic(a))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
