@@ -48,8 +48,14 @@ import (
 type Config struct {
 	// KafkaBrokers to use; empty starts the embedded Kafka.
 	KafkaBrokers []string
-	// EmbeddedKafkaAddr is where the embedded Kafka listens. Default "127.0.0.1:9092".
+	// EmbeddedKafkaAddr is where the embedded Kafka listens. Default
+	// "127.0.0.1:9092". It has no authentication, so an address beyond
+	// loopback is refused unless EmbeddedKafkaAllowRemote is set.
 	EmbeddedKafkaAddr string
+	// EmbeddedKafkaAllowRemote lets the embedded Kafka listen beyond
+	// loopback, where anyone who reaches it can read and write every topic,
+	// endpoint secrets included. Default false.
+	EmbeddedKafkaAllowRemote bool
 	// DataDir persists the embedded Kafka; empty keeps it in memory.
 	DataDir string
 	// RedisURL to use; empty starts an in-process Redis.
@@ -77,9 +83,15 @@ type Config struct {
 	// InboundRefusedKeepRate is how many refused front-door requests per
 	// second are kept as metadata. Default 5 (inbound.Config).
 	InboundRefusedKeepRate float64
-	// AdminToken, when set, is required as a Bearer token on /v1. Without it
-	// the API refuses to listen on anything but loopback.
+	// AdminToken, when set, is required as a Bearer token on /v1: one
+	// token, or two separated by a comma during a rotation, each at least
+	// 32 bytes and not an example from the docs (api.ParseAdminTokens).
+	// Without one the API refuses to listen on anything but loopback.
+	// Default "".
 	AdminToken string
+	// AdminTokenFile is a file holding the admin token(s) instead, one per
+	// line; read at start. Default "": none. Not both.
+	AdminTokenFile string
 	// Topics names and sizes the topics. Defaults as in topics.Config.
 	Topics topics.Config
 	// Secrets seals endpoint and source secrets on Kafka. Default: see
@@ -138,6 +150,8 @@ type App struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 
+	adminTokens []string // accepted on /v1; none: tokenless, loopback only
+
 	kafka *embedded.Kafka
 	redis *embedded.Redis
 	rdb   *redis.Client
@@ -179,10 +193,17 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.InstanceID = engine.DefaultInstanceID()
 	}
 	cfg.Topics = cfg.Topics.WithDefaults()
-	if err := checkExposure(cfg.HTTPAddr, cfg.AdminToken); err != nil {
+	tokens, err := adminTokens(cfg.AdminToken, cfg.AdminTokenFile)
+	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry()}
+	if err := checkExposure(cfg.HTTPAddr, len(tokens) > 0); err != nil {
+		return nil, err
+	}
+	if err := checkEmbeddedKafka(cfg); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), adminTokens: tokens}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	steps := []func(context.Context) error{
 		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startStages, a.startHTTP,
@@ -194,25 +215,6 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	return a, nil
-}
-
-// checkExposure refuses an unauthenticated API on a non-loopback address.
-func checkExposure(addr, token string) error {
-	if token != "" {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("http address %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || !ip.IsLoopback() {
-		return fmt.Errorf("refusing to serve the API on %s without --admin-token: set a token or bind to loopback", addr)
-	}
-	return nil
 }
 
 // Stop shuts components down in reverse start order.
@@ -580,7 +582,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	}
 	srv, err := api.New(api.Config{
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
-		Redis: a.rdb, AdminToken: a.cfg.AdminToken, Ready: a.ready, Logger: a.log,
+		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
 		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),

@@ -7,10 +7,10 @@ func TestUnauthenticatedAPIOnlyOnLoopback(t *testing.T) {
 		"127.0.0.1:8080": true, "localhost:8080": true, "[::1]:8080": true,
 		"0.0.0.0:8080": false, ":8080": false, "10.1.2.3:8080": false,
 	} {
-		if err := checkExposure(addr, ""); (err == nil) != ok {
+		if err := checkExposure(addr, false); (err == nil) != ok {
 			t.Errorf("%s without a token: err %v", addr, err)
 		}
-		if err := checkExposure(addr, "secret"); err != nil {
+		if err := checkExposure(addr, true); err != nil {
 			t.Errorf("%s with a token: %v", addr, err)
 		}
 	}

@@ -34,7 +34,7 @@ import (
 const (
 	stepTimeout = 60 * time.Second
 	apiTimeout  = 90 * time.Second
-	adminToken  = "console-e2e-token"
+	adminToken  = "console-e2e-token-0123456789abcdef"
 )
 
 // TestConsoleInBrowser drives the console in a real headless Chromium

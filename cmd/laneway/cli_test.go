@@ -22,7 +22,7 @@ import (
 	"github.com/laneway/laneway/internal/client"
 )
 
-const testToken = "cli-test-token"
+const testToken = "cli-test-token-0123456789abcdef0123"
 
 func testLogger() *slog.Logger {
 	level := os.Getenv("LANEWAY_TEST_LOG")

@@ -22,7 +22,8 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	lists := &listFlags{}
 	logs := &logFlags{}
 	fs.Var(&lists.brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers; empty runs the embedded Kafka")
-	fs.StringVar(&cfg.EmbeddedKafkaAddr, "embedded-kafka-addr", "127.0.0.1:9092", "listen address of the embedded Kafka")
+	fs.StringVar(&cfg.EmbeddedKafkaAddr, "embedded-kafka-addr", "127.0.0.1:9092", "listen address of the embedded Kafka (loopback only, unless --embedded-kafka-allow-remote)")
+	fs.BoolVar(&cfg.EmbeddedKafkaAllowRemote, "embedded-kafka-allow-remote", false, "let the embedded Kafka listen beyond loopback: it has no authentication, anyone who reaches it reads and writes every topic")
 	fs.StringVar(&cfg.DataDir, "data-dir", "laneway-data", "directory the embedded Kafka persists to (empty: memory only)")
 	fs.StringVar(&lists.secretsKeyFile, "secrets-key-file", "", "key file sealing endpoint and source secrets on Kafka: \"<key id> <base64 of 32 bytes>\" per line, the last one seals (default with the embedded Kafka: <data-dir>/secrets.key, created)")
 	fs.BoolVar(&cfg.Secrets.AllowPlaintext, "allow-plaintext-secrets", false, "run against --kafka-brokers without --secrets-key-file, writing secrets in plaintext")
@@ -30,7 +31,8 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "API, console and metrics listen address")
 	frontDoorFlags(fs, cfg)
-	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback): at least 32 bytes (openssl rand -hex 32); two, comma-separated, during a rotation")
+	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin token instead of --admin-token, one per line (two during a rotation)")
 	fs.StringVar(&cfg.Topics.Events, "events-topic", "", "topic producers publish events to (default <topic-prefix>.events)")
 	fs.StringVar(&lists.topicPrefix, "topic-prefix", "laneway", "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")
 	fs.StringVar(&cfg.GroupPrefix, "group-prefix", "laneway", "prefix of Laneway's consumer groups and transactional ids")
@@ -181,7 +183,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printWelcome(stdout, a, cfg.AdminToken != "")
+	printWelcome(stdout, a, cfg.AdminToken != "" || cfg.AdminTokenFile != "")
 	<-ctx.Done()
 	logger.Info("shutting down")
 	a.Stop()

@@ -91,7 +91,7 @@ func runScrape(want []string) (*scrape, error) {
 		urls[name] = srv.URL + "/" + name
 	}
 
-	const token = "validate-test-token"
+	const token = "validate-test-token-0123456789abcdef"
 	a, err := app.Start(ctx, app.Config{
 		EmbeddedKafkaAddr: "127.0.0.1:0",
 		HTTPAddr:          "127.0.0.1:0",

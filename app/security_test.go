@@ -1,0 +1,109 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/testenv"
+)
+
+// startErr starts an app that is expected to refuse its config, returning
+// the error. Refusals come before anything listens.
+func startErr(t *testing.T, cfg app.Config) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := app.Start(ctx, cfg)
+	if err == nil {
+		a.Stop()
+	}
+	return err
+}
+
+// TestStartRefusesWeakAdminTokens: a short token, or one copied from the
+// repo's own examples, is refused rather than published.
+func TestStartRefusesWeakAdminTokens(t *testing.T) {
+	dir := t.TempDir()
+	placeholderFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(placeholderFile, []byte("REPLACE-ME-with-a-long-random-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		cfg  app.Config
+		want string
+	}{
+		"short":               {app.Config{AdminToken: "change-me"}, "at least 32"},
+		"compose placeholder": {app.Config{AdminToken: "change-me-to-a-long-random-string"}, "placeholder"},
+		"placeholder in file": {app.Config{AdminTokenFile: placeholderFile}, "placeholder"},
+		"missing file":        {app.Config{AdminTokenFile: filepath.Join(dir, "none")}, "--admin-token-file"},
+		"both ways":           {app.Config{AdminToken: strings.Repeat("a1", 16), AdminTokenFile: placeholderFile}, "both"},
+	} {
+		tc.cfg.HTTPAddr, tc.cfg.EmbeddedKafkaAddr, tc.cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", testLogger()
+		err := startErr(t, tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Start = %v, want an error containing %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestAdminTokenFileWithTwoTokens: the token file can hold the new and the
+// old token during a rotation; both open the API, nothing else does.
+func TestAdminTokenFileWithTwoTokens(t *testing.T) {
+	const next, prev = "next-0123456789abcdef0123456789abcdef", "prev-0123456789abcdef0123456789abcdef"
+	file := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(file, []byte(next+"\n"+prev+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startApp(t, testenv.Embedded, func(c *app.Config) { c.AdminTokenFile = file })
+	for tok, want := range map[string]int{next: 200, prev: 200, "": 401, next[:len(next)-1]: 401} {
+		req, _ := http.NewRequest("GET", "http://"+a.HTTPAddr()+"/v1/endpoints", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("token %.8q…: status %d, want %d", tok, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestEmbeddedKafkaBeyondLoopbackIsRefused: the embedded Kafka has no
+// authentication; listening on every interface would hand its topics,
+// endpoint secrets included, to the network.
+func TestEmbeddedKafkaBeyondLoopbackIsRefused(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		err := startErr(t, app.Config{HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: addr, Logger: testLogger()})
+		if err == nil || !strings.Contains(err.Error(), "--embedded-kafka-allow-remote") {
+			t.Errorf("embedded kafka on %s: Start = %v, want a refusal naming --embedded-kafka-allow-remote", addr, err)
+		}
+	}
+}
+
+// TestEmbeddedKafkaBeyondLoopbackWhenAllowedWarns: the explicit opt-in
+// starts, with a warning in the log.
+func TestEmbeddedKafkaBeyondLoopbackWhenAllowedWarns(t *testing.T) {
+	var logs bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := app.Start(ctx, app.Config{
+		HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: "0.0.0.0:0", EmbeddedKafkaAllowRemote: true,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatalf("Start with --embedded-kafka-allow-remote: %v", err)
+	}
+	a.Stop()
+	if !strings.Contains(logs.String(), "WITHOUT AUTHENTICATION") {
+		t.Fatalf("no warning logged:\n%s", logs.String())
+	}
+}
