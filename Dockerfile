@@ -4,10 +4,11 @@
 # numeric non-root user.
 #
 #   docker build -t laneway:dev .
-#   docker run --rm -p 8080:8080 -e LANEWAY_ADMIN_TOKEN=change-me laneway:dev
+#   docker run --rm -p 8080:8080 -e LANEWAY_ADMIN_TOKEN="$(openssl rand -hex 32)" laneway:dev
 #
 # The image listens on 0.0.0.0:8080 (LANEWAY_HTTP_ADDR), which Laneway only
-# accepts with an admin token: set LANEWAY_ADMIN_TOKEN (or --admin-token).
+# accepts with an admin token of at least 32 bytes: set LANEWAY_ADMIN_TOKEN
+# (or --admin-token, or mount a file and set LANEWAY_ADMIN_TOKEN_FILE).
 # Without --kafka-brokers / --redis-url it runs the embedded Kafka and Redis
 # and persists to /var/lib/laneway; docker-compose.yml and deploy/kubernetes
 # run it against a real Kafka and Redis. See docs/deploy.md.
