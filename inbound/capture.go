@@ -93,6 +93,10 @@ func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Sou
 	}
 	if err := Verify(&src, r.Header, body, receivedAt); err != nil {
 		reason, detail := Classify(err), err.Error()
+		if reason == ReasonSecretsUnavailable {
+			// Ours, not the sender's: 503 so that it retries once the key is back.
+			return writeError(w, http.StatusServiceUnavailable, "this source's secrets cannot be decrypted with this instance's key file; retry later"), reason
+		}
 		var ve *VerifyError
 		if errors.As(err, &ve) {
 			detail = ve.Detail

@@ -132,3 +132,25 @@ func produceSource(ctx context.Context, t *testing.T, b testenv.Backend, topic, 
 		t.Fatal(err)
 	}
 }
+
+// TestFrontDoorAsksSendersToRetryWhileASourceIsHeld: a request to a source
+// whose key is missing gets 503 (retry later), neither 202 (checked against
+// nothing) nor 401 (which tells the sender its request was bad).
+func TestFrontDoorAsksSendersToRetryWhileASourceIsHeld(t *testing.T) {
+	b := testenv.Kfake(t)
+	f := newFixture(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secret, _ := NewSecret(KindGitHub)
+	if err := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, secretbox.NewKey("k1"))).Put(ctx, githubSource("gh", secret, "")); err != nil {
+		t.Fatal(err)
+	}
+	s := f.service(func(c *Config) { c.Secrets = testenv.Ring(t, secretbox.NewKey("k2")) }, nil)
+	c := server(t, s)
+	body := []byte(`{"repository":{"full_name":"acme/app"}}`)
+	for _, key := range []string{"", secret} {
+		if status, out := c.raw("POST", "/in/gh", body, githubHeaders(key, "d1", "push", body)); status != 503 {
+			t.Fatalf("request to a held source: %d %s, want 503", status, out)
+		}
+	}
+}
