@@ -51,6 +51,7 @@ const (
 	DefaultCommitInterval = time.Second
 	DefaultWakeInterval   = 20 * time.Millisecond
 	DefaultMaxPollRecords = 5000
+	DefaultInstanceBytes  = 512 << 20
 	// DefaultRevokeGrace is added to the attempt timeout to make the
 	// default RevokeTimeout.
 	DefaultRevokeGrace = 2 * time.Second
@@ -109,6 +110,16 @@ type DeliveryConfig struct {
 	// ParkedWindow is how many parked deliveries of one lane are read back
 	// into memory at a time. Default partition.DefaultParkedWindow (256).
 	ParkedWindow int
+	// LaneBytes parks a lane holding more bytes of deliveries than this.
+	// Default partition.DefaultLaneBytes (32 MiB).
+	LaneBytes int64
+	// ParkedWindowBytes bounds a parked lane's window in bytes. Default
+	// partition.DefaultParkedWindowBytes (8 MiB).
+	ParkedWindowBytes int64
+	// InstanceBytes is the budget for the deliveries every lane of the
+	// instance holds: past it, each commit interval parks the largest lanes
+	// until the rest fit. Default DefaultInstanceBytes (512 MiB).
+	InstanceBytes int64
 	// ParkedGroup is the memberless group under which the parked progress
 	// is committed. Default Group + "-parked".
 	ParkedGroup string
@@ -141,6 +152,9 @@ func (c *DeliveryConfig) setDefaults() error {
 	setDur(&c.RevokeTimeout, c.AttemptTimeout+DefaultRevokeGrace)
 	if c.MaxPollRecords <= 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if c.InstanceBytes <= 0 {
+		c.InstanceBytes = DefaultInstanceBytes
 	}
 	if c.ParkedGroup == "" {
 		c.ParkedGroup = c.Group + "-parked"
@@ -635,7 +649,37 @@ func (s *DeliveryStage) everyCommitInterval() {
 	for _, d := range s.ownedPartitions() {
 		d.do((*partition.Owner).Maintain)
 	}
+	s.keepWithinBytes()
 	s.commit()
+}
+
+// keepWithinBytes parks the largest lanes of the instance while its lanes
+// hold more than InstanceBytes, so that many lanes each within LaneBytes
+// cannot together exhaust memory.
+func (s *DeliveryStage) keepWithinBytes() {
+	owned := s.ownedPartitions()
+	for range owned { // at most one lane per partition per round
+		var total, most int64
+		var largest string
+		var holder *driven
+		for _, d := range owned {
+			d.do(func(o *partition.Owner) {
+				t, id := o.LaneBytes()
+				total += t
+				if b := o.LaneBytesOf(id); id != "" && b > most {
+					most, largest, holder = b, id, d
+				}
+			})
+		}
+		if total <= s.cfg.InstanceBytes || holder == nil {
+			return
+		}
+		var parked bool
+		holder.do(func(o *partition.Owner) { parked = o.ParkLane(largest, "instance_bytes") })
+		if !parked {
+			return
+		}
+	}
 }
 
 // applyBackpressure pauses fetching the partitions whose owner cannot take

@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "laneway_deliveries_superseded_total", Help: "Pending state updates replaced by a newer revision (coalescing).",
 		}),
 		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_lanes_parked_total", Help: "Lanes moved to the parked topic, by reason (park_after, lane_buffer, paused).",
+			Name: "laneway_lanes_parked_total", Help: "Lanes moved to the parked topic, by reason (park_after, lane_buffer, lane_bytes, instance_bytes, paused, breaker).",
 		}, []string{"reason"}),
 		parkedExpired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "laneway_parked_expired_offsets_total",

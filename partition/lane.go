@@ -12,9 +12,11 @@ import (
 type Task struct {
 	Offset    int64
 	Partition int32
-	Coalesce  bool // next to Partition so both share one word
-	Entity    string
-	Revision  int64
+	// Size is the delivery's size in bytes, for the lane's byte count.
+	Size     int32
+	Coalesce bool
+	Entity   string
+	Revision int64
 	// NotBefore delays the task; zero means it may start at once.
 	NotBefore time.Time
 	// EnqueuedAt feeds OldestEnqueuedAt. Tasks of one entity are expected
@@ -52,6 +54,7 @@ type Lane struct {
 
 	pending  int // tasks not started, retry-waiting included
 	inFlight int
+	bytes    int64 // Size of every task held, pending or in flight
 }
 
 // entityQueue is the queue of one entity within a lane. It exists only
@@ -182,6 +185,7 @@ func (l *Lane) Finish(t *Task) bool {
 		return false
 	}
 	l.inFlight--
+	l.bytes -= int64(t.Size)
 	e.popHead()
 	if e.head == nil {
 		l.removeEntity(e)
@@ -225,6 +229,10 @@ func (l *Lane) NextWakeup() (time.Time, bool) {
 
 // Pending returns the number of tasks not started, retry-waiting included.
 func (l *Lane) Pending() int { return l.pending }
+
+// Bytes returns the Size of every task the lane holds, pending or in
+// flight.
+func (l *Lane) Bytes() int64 { return l.bytes }
 
 // InFlight returns the number of tasks started and not yet finished or
 // retried.
@@ -279,6 +287,9 @@ func (l *Lane) DrainUnstarted() []*Task {
 	for _, e := range sources {
 		drained = e.cutUnstarted(drained)
 	}
+	for _, t := range drained {
+		l.bytes -= int64(t.Size)
+	}
 	l.ready = turnQueue{}
 	l.due.reset(nil)
 	l.age.reset(stay)
@@ -305,6 +316,7 @@ func (l *Lane) addEntity(t *Task) {
 	l.entities[t.Entity] = e
 	l.entitiesPeak = max(l.entitiesPeak, len(l.entities))
 	l.pending++
+	l.bytes += int64(t.Size)
 	l.age.push(e)
 	l.schedule(e)
 }
@@ -313,12 +325,14 @@ func (l *Lane) appendTask(e *entityQueue, t *Task) {
 	e.tail.next = t
 	e.beforeTail, e.tail = e.tail, t
 	l.pending++
+	l.bytes += int64(t.Size)
 }
 
 // replaceTail puts t in place of the entity's last task, which has not
 // started.
 func (l *Lane) replaceTail(e *entityQueue, t *Task) {
 	old := e.tail
+	l.bytes += int64(t.Size) - int64(old.Size)
 	if old.NotBefore.After(t.NotBefore) {
 		t.NotBefore = old.NotBefore // see Push
 	}

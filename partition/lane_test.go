@@ -645,7 +645,7 @@ func laneSimulate(t *testing.T, seed uint64, steps int) {
 			revisions[entity] += int64(rng.IntN(3))
 			task := &Task{
 				Offset: offset, Entity: entity, Revision: revisions[entity] - int64(rng.IntN(2)),
-				Coalesce: rng.IntN(10) < 7, EnqueuedAt: now,
+				Coalesce: rng.IntN(10) < 7, EnqueuedAt: now, Size: int32(1 + rng.IntN(1000)),
 			}
 			if rng.IntN(10) == 0 {
 				task.NotBefore = now.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
@@ -796,6 +796,15 @@ func laneCheckAgainstModel(t *testing.T, l *Lane, m *laneModel, fail func(string
 	}
 	if l.Idle() != (pending+inFlight == 0) {
 		fail("Idle() = %v with %d pending, %d in flight", l.Idle(), pending, inFlight)
+	}
+	var bytes int64
+	for _, q := range m.queues {
+		for _, task := range q {
+			bytes += int64(task.Size)
+		}
+	}
+	if l.Bytes() != bytes {
+		fail("Bytes() = %d, want %d (the tasks held)", l.Bytes(), bytes)
 	}
 	var oldest time.Time
 	for _, q := range m.queues {

@@ -22,6 +22,9 @@ type outbox[T any] struct {
 	backoff  time.Duration
 	seq      func(T) uint64
 	issue    func(T)
+	size     func(T) int64 // nil: bytes are not counted
+	bytes    int64         // size of everything queued, in flight or failed
+	outBytes int64         // size of what is in flight
 }
 
 const (
@@ -29,14 +32,24 @@ const (
 	outboxMaxBackoff = 5 * time.Second
 )
 
-func (b *outbox[T]) push(v T) { b.queued = append(b.queued, v) }
+func (b *outbox[T]) push(v T) {
+	b.queued = append(b.queued, v)
+	b.bytes += b.sizeOf(v)
+}
+
+func (b *outbox[T]) sizeOf(v T) int64 {
+	if b.size == nil {
+		return 0
+	}
+	return b.size(v)
+}
 
 // pending is how many records are queued, in flight or waiting for a retry.
 func (b *outbox[T]) pending() int { return len(b.queued) + b.inFlight + len(b.failed) }
 
 // flush issues what may be issued at now. limit bounds the records in
-// flight (0: no bound).
-func (b *outbox[T]) flush(now time.Time, limit int) {
+// flight and limitBytes their size (0: no bound); one record always may go.
+func (b *outbox[T]) flush(now time.Time, limit int, limitBytes int64) {
 	if len(b.failed) > 0 {
 		if b.inFlight > 0 {
 			return // more failures may still come back
@@ -50,11 +63,12 @@ func (b *outbox[T]) flush(now time.Time, limit int) {
 	if now.Before(b.retryAt) {
 		return
 	}
-	for len(b.queued) > 0 && (limit <= 0 || b.inFlight < limit) {
+	for len(b.queued) > 0 && (limit <= 0 || b.inFlight < limit) && (limitBytes <= 0 || b.inFlight == 0 || b.outBytes < limitBytes) {
 		v := b.queued[0]
 		b.queued[0] = *new(T)
 		b.queued = b.queued[1:]
 		b.inFlight++
+		b.outBytes += b.sizeOf(v)
 		b.issue(v)
 	}
 	if len(b.queued) == 0 {
@@ -65,10 +79,12 @@ func (b *outbox[T]) flush(now time.Time, limit int) {
 // done records an issued record's outcome and reports whether it failed.
 func (b *outbox[T]) done(v T, err error) bool {
 	b.inFlight--
+	b.outBytes -= b.sizeOf(v)
 	if err != nil {
 		b.failed = append(b.failed, v)
 		return true
 	}
+	b.bytes -= b.sizeOf(v)
 	if len(b.failed) == 0 {
 		b.backoff = 0
 	}
@@ -79,6 +95,12 @@ func (b *outbox[T]) done(v T, err error) bool {
 // partition given up: its next owner reads the deliveries again.
 func (b *outbox[T]) drop() (dropped int) {
 	dropped = len(b.queued) + len(b.failed)
+	for _, v := range b.queued {
+		b.bytes -= b.sizeOf(v)
+	}
+	for _, v := range b.failed {
+		b.bytes -= b.sizeOf(v)
+	}
 	b.queued, b.failed = nil, nil
 	return dropped
 }

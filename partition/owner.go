@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -27,6 +28,10 @@ const (
 	DefaultMaxQueuedAppends   = 20000
 	DefaultReplayHold         = 15 * time.Second
 	DefaultReplayHoldRecords  = 50000
+
+	DefaultLaneBytes            = 32 << 20
+	DefaultParkedWindowBytes    = 8 << 20
+	DefaultMaxQueuedAppendBytes = 64 << 20
 )
 
 // Config configures an Owner.
@@ -61,9 +66,18 @@ type Config struct {
 	// LaneBuffer parks a lane holding more unstarted deliveries than this.
 	// Default DefaultLaneBuffer (10000).
 	LaneBuffer int
+	// LaneBytes parks a lane holding more bytes of deliveries than this,
+	// pending and in flight, so that large payloads cannot fill memory
+	// before LaneBuffer's count is reached. Default DefaultLaneBytes (32 MiB).
+	LaneBytes int64
 	// ParkedWindow is how many parked deliveries of one lane are read back
 	// into memory at a time. Default DefaultParkedWindow (256).
 	ParkedWindow int
+	// ParkedWindowBytes bounds the bytes of a parked lane's window beside
+	// its count (records staged behind the lookahead, at most a quarter of
+	// the window, are not counted: they must load for any to start).
+	// Default DefaultParkedWindowBytes (8 MiB).
+	ParkedWindowBytes int64
 	// MaxAppendsInFlight bounds the parked appends handed to the producer
 	// and not yet acknowledged. Default DefaultMaxAppendsInFlight (1024).
 	MaxAppendsInFlight int
@@ -77,6 +91,9 @@ type Config struct {
 	// to retry) beyond which Backpressured reports true, so the driver
 	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
 	MaxQueuedAppends int
+	// MaxQueuedAppendBytes is MaxQueuedAppends in bytes. Default
+	// DefaultMaxQueuedAppendBytes (64 MiB).
+	MaxQueuedAppendBytes int64
 	// MaxProgressBytes bounds the parked progress committed as the
 	// deliveries commit's metadata; Kafka's offset.metadata.max.bytes must
 	// be above it. Beyond it, the endpoints least ahead of the parked commit
@@ -119,6 +136,9 @@ func (c *Config) setDefaults() error {
 	setDefault(&c.ReplayHold, DefaultReplayHold)
 	setDefault(&c.ReplayHoldRecords, DefaultReplayHoldRecords)
 	setDefault(&c.MaxProgressBytes, DefaultMaxProgressBytes)
+	setDefault(&c.LaneBytes, DefaultLaneBytes)
+	setDefault(&c.ParkedWindowBytes, DefaultParkedWindowBytes)
+	setDefault(&c.MaxQueuedAppendBytes, DefaultMaxQueuedAppendBytes)
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
@@ -128,7 +148,7 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-func setDefault[T int | time.Duration](v *T, def T) {
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
@@ -221,6 +241,7 @@ func NewOwner(cfg Config) (*Owner, error) {
 	o.replay.init()
 	o.appends.seq = func(a *Append) uint64 { return a.seq }
 	o.appends.issue = cfg.Effects.Append
+	o.appends.size = func(a *Append) int64 { return int64(len(a.Record.Value)) }
 	o.dead.seq = func(w *DeadWrite) uint64 { return w.seq }
 	o.dead.issue = cfg.Effects.WriteDead
 	return o, nil
@@ -324,19 +345,33 @@ func (o *Owner) route(in *Incoming, now time.Time) *laneState {
 	}
 	ls := o.lane(d.EndpointID, ep.MaxConcurrency)
 	t := &Task{
-		Offset: offset, Partition: r.Partition, Entity: d.Entity, Revision: d.Revision,
+		Offset: offset, Partition: r.Partition, Size: sizeOf(r.Value), Entity: d.Entity, Revision: d.Revision,
 		Coalesce: d.Coalesce, NotBefore: d.NotBefore, EnqueuedAt: now, Attempts: d.Attempts,
 		Payload: &Work{Delivery: d, src: -1},
 	}
 	for _, old := range ls.lane.Push(t) {
 		o.superseded(ls, old)
 	}
-	if ls.lane.Pending() > o.cfg.LaneBuffer && !o.holding {
-		o.park(ls, "lane_buffer")
+	if why := o.overBuffer(ls); why != "" && !o.holding {
+		o.park(ls, why)
 		return nil
 	}
 	return ls
 }
+
+// overBuffer names the buffer limit a lane passed, or "".
+func (o *Owner) overBuffer(ls *laneState) string {
+	switch {
+	case ls.lane.Pending() > o.cfg.LaneBuffer:
+		return "lane_buffer"
+	case ls.lane.Bytes() > o.cfg.LaneBytes && ls.lane.Pending() > 0:
+		return "lane_bytes"
+	}
+	return ""
+}
+
+// sizeOf is a record value's size as a Task counts it.
+func sizeOf(value []byte) int32 { return int32(min(len(value), math.MaxInt32)) }
 
 func (o *Owner) trackerDone(offset int64) {
 	if o.tracker != nil {
@@ -476,8 +511,9 @@ func (o *Owner) parkReason(ls *laneState, ep endpoint.Endpoint, now time.Time) s
 		return "breaker"
 	case ls.lane.Pending() == 0:
 		return ""
-	case ls.lane.Pending() > o.cfg.LaneBuffer:
-		return "lane_buffer"
+	}
+	if why := o.overBuffer(ls); why != "" {
+		return why
 	}
 	if oldest, ok := ls.lane.OldestEnqueuedAt(); ok && now.Sub(oldest) > o.cfg.ParkAfter {
 		return "park_after"
@@ -509,15 +545,16 @@ func (o *Owner) wake(now time.Time) {
 
 // flushOutboxes issues the parked appends and dead letters that may go.
 func (o *Owner) flushOutboxes(now time.Time) {
-	o.appends.flush(now, o.cfg.MaxAppendsInFlight)
-	o.dead.flush(now, o.cfg.MaxDeadInFlight)
+	// A quarter of the queued bytes allowed may be with the producer.
+	o.appends.flush(now, o.cfg.MaxAppendsInFlight, o.cfg.MaxQueuedAppendBytes/4)
+	o.dead.flush(now, o.cfg.MaxDeadInFlight, 0)
 }
 
 // Backpressured reports whether the driver should stop fetching the
 // partition: parked appends are piling up (the parked partition is slow or
 // unavailable), or the owner is still reading its parked partition.
 func (o *Owner) Backpressured() bool {
-	return o.appends.pending() > o.cfg.MaxQueuedAppends || !o.discovered
+	return o.appends.pending() > o.cfg.MaxQueuedAppends || o.appends.bytes > o.cfg.MaxQueuedAppendBytes || !o.discovered
 }
 
 // DeliveriesWatermark is the deliveries offset below which everything is
@@ -579,25 +616,68 @@ type Footprint struct {
 	QueuedDeadLetters      int
 	AlreadyParked          int
 	Tracked                int // deliveries offsets tracked, finished or not
+	// Bytes: the largest lane's, the largest parked window's, and the
+	// queued appends'.
+	MaxLaneBytes, MaxWindowBytes, QueuedAppendBytes int64
+	Holding                                         bool // the replay hold: lanes do not park
 }
 
 // Footprint returns what the owner holds now.
 func (o *Owner) Footprint() Footprint {
 	f := Footprint{Lanes: len(o.lanes), ParkedLanes: len(o.parked), QueuedAppends: o.appends.pending(),
-		QueuedDeadLetters: o.dead.pending(), AlreadyParked: len(o.alreadyParked)}
+		QueuedDeadLetters: o.dead.pending(), AlreadyParked: len(o.alreadyParked),
+		QueuedAppendBytes: o.appends.bytes, Holding: o.holding}
 	for _, ls := range o.lanes {
 		f.Tasks += ls.lane.Pending() + ls.lane.InFlight()
 		f.Entities += ls.lane.Entities()
+		f.MaxLaneBytes = max(f.MaxLaneBytes, ls.lane.Bytes())
 	}
 	for _, pl := range o.parked {
 		f.Loaded += pl.inLane
 		f.Unfinished += len(pl.unfinished)
 		f.Copies += len(pl.copies)
+		f.MaxWindowBytes = max(f.MaxWindowBytes, pl.windowBytes())
 	}
 	if o.tracker != nil {
 		f.Tracked = o.tracker.size
 	}
 	return f
+}
+
+// LaneBytes returns the bytes every lane holds, and the lane holding the
+// most that is not parked yet ("" if none), for the driver's instance-wide
+// budget.
+func (o *Owner) LaneBytes() (total int64, largest string) {
+	var most int64
+	for _, id := range sortedKeys(o.lanes) {
+		b := o.lanes[id].lane.Bytes()
+		total += b
+		if o.parked[id] == nil && o.lanes[id].lane.Pending() > 0 && b > most {
+			most, largest = b, id
+		}
+	}
+	return total, largest
+}
+
+// LaneBytesOf returns the bytes one lane holds (0 if there is none).
+func (o *Owner) LaneBytesOf(id string) int64 {
+	if ls := o.lanes[id]; ls != nil {
+		return ls.lane.Bytes()
+	}
+	return 0
+}
+
+// ParkLane parks an endpoint's lane that is not parked yet, for a reason
+// the driver gives (the instance's memory budget), and reports whether it
+// did. The replay hold keeps lanes whole: nothing parks while it lasts.
+func (o *Owner) ParkLane(id, why string) bool {
+	ls := o.lanes[id]
+	if ls == nil || o.parked[id] != nil || o.holding || o.stopped || !o.discovered || ls.lane.Pending() == 0 {
+		return false
+	}
+	o.park(ls, why)
+	o.flushOutboxes(o.now())
+	return true
 }
 
 // Drained reports whether the owner holds no work at all: no lane, no

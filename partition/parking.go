@@ -65,7 +65,11 @@ type parkedLane struct {
 	stagedLast map[string]*Task
 	// unfinished are the parked offsets read back and not yet finished
 	// (a dead letter not yet acknowledged included): at most the window.
-	unfinished map[int64]struct{}
+	unfinished map[int64]int32 // offset → the record's size
+	// unfinishedBytes and stagedBytes are the sizes of unfinished and of
+	// staged records: the window's bytes are what is unfinished and not
+	// staged.
+	unfinishedBytes, stagedBytes int64
 	// copies are in-flight deliveries that were also appended when the lane
 	// parked, so that after a crash the parked log alone has the entity's
 	// whole order; keyed by the original's deliveries offset.
@@ -89,7 +93,7 @@ type copyState struct {
 
 func newParkedLane(id string, cursor int64) *parkedLane {
 	return &parkedLane{
-		id: id, cursor: cursor, last: -1, unfinished: map[int64]struct{}{}, stagedLast: map[string]*Task{},
+		id: id, cursor: cursor, last: -1, unfinished: map[int64]int32{}, stagedLast: map[string]*Task{},
 		copies: map[int64]*copyState{},
 	}
 }
@@ -114,7 +118,28 @@ func (pl *parkedLane) lowestUnfinished() int64 {
 	return low
 }
 
-func (pl *parkedLane) done(offset int64) { delete(pl.unfinished, offset) }
+func (pl *parkedLane) done(offset int64) {
+	if size, ok := pl.unfinished[offset]; ok {
+		pl.unfinishedBytes -= int64(size)
+		delete(pl.unfinished, offset)
+	}
+}
+
+// hold counts a parked record read back and not yet finished.
+func (pl *parkedLane) hold(offset int64, size int32) {
+	pl.unfinished[offset] = size
+	pl.unfinishedBytes += int64(size)
+}
+
+// windowBytes is the bytes the window holds: unfinished, not staged.
+func (pl *parkedLane) windowBytes() int64 { return max(0, pl.unfinishedBytes-pl.stagedBytes) }
+
+// windowFull reports whether the lane may load no more records (dead
+// letters not yet acknowledged count). Beyond it, up to twice the window,
+// only records past the maximum age are taken, to die unread.
+func (o *Owner) windowFull(pl *parkedLane, times int) bool {
+	return len(pl.unfinished) >= times*o.cfg.ParkedWindow || pl.windowBytes() >= int64(times)*o.cfg.ParkedWindowBytes
+}
 
 func (pl *parkedLane) noteBacklog(createdAt time.Time) {
 	if pl.backlog == 0 || createdAt.Before(pl.oldestBacklog) {
@@ -396,7 +421,7 @@ func (o *Owner) wantsRead(pl *parkedLane, now time.Time) bool {
 	if !paused && o.hasRoom(pl) {
 		return true
 	}
-	return pl.backlog > 0 && o.expiredAt(pl.oldestBacklog, now) && len(pl.unfinished) < 2*o.cfg.ParkedWindow
+	return pl.backlog > 0 && o.expiredAt(pl.oldestBacklog, now) && !o.windowFull(pl, 2)
 }
 
 // hasRoom reports whether a parked lane should read more: its window is at
@@ -405,7 +430,7 @@ func (o *Owner) wantsRead(pl *parkedLane, now time.Time) bool {
 // reading; deliveries that do not finish (retrying, in flight) can, and the
 // lane's other entities then wait until they do: the window is bounded.
 func (o *Owner) hasRoom(pl *parkedLane) bool {
-	return o.cfg.ParkedWindow-len(pl.unfinished) >= o.cfg.ParkedWindow/2
+	return o.cfg.ParkedWindow-len(pl.unfinished) >= o.cfg.ParkedWindow/2 && pl.windowBytes() <= o.cfg.ParkedWindowBytes/2
 }
 
 // lookahead is how many later records of its endpoint a parked record
@@ -470,9 +495,9 @@ func (o *Owner) load(pl *parkedLane, res ReadResult) {
 			continue
 		}
 		d, err := event.ParseDelivery(r.Value)
-		full := len(pl.unfinished) >= o.cfg.ParkedWindow // dead letters not yet acknowledged count
+		full := o.windowFull(pl, 1)
 		switch {
-		case err == nil && full && o.expiredAt(d.CreatedAt, now) && len(pl.unfinished) < 2*o.cfg.ParkedWindow:
+		case err == nil && full && o.expiredAt(d.CreatedAt, now) && !o.windowFull(pl, 2):
 			o.dieUnread(pl, r, &d, now)
 		case full:
 			if err == nil {
@@ -513,7 +538,7 @@ func (o *Owner) dieUnread(pl *parkedLane, r *kgo.Record, d *event.Delivery, now 
 	if _, ended := o.endedSrc[src]; ended {
 		return
 	}
-	pl.unfinished[r.Offset] = struct{}{}
+	pl.hold(r.Offset, sizeOf(r.Value))
 	t := &Task{Offset: r.Offset, Partition: o.cfg.Partition, Entity: d.Entity, Revision: d.Revision,
 		Payload: &Work{Delivery: d, parked: true, src: src}}
 	o.noteOutcome(pl.id, kindDead, now)
@@ -551,10 +576,10 @@ func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record, dp *eve
 		delete(pl.copies, src)
 		return
 	}
-	pl.unfinished[r.Offset] = struct{}{}
+	pl.hold(r.Offset, sizeOf(r.Value))
 	_, ended := o.endedSrc[src]
 	t := &Task{
-		Offset: r.Offset, Partition: o.cfg.Partition, Entity: d.Entity, Revision: d.Revision, Coalesce: d.Coalesce,
+		Offset: r.Offset, Partition: o.cfg.Partition, Size: sizeOf(r.Value), Entity: d.Entity, Revision: d.Revision, Coalesce: d.Coalesce,
 		NotBefore: d.NotBefore, EnqueuedAt: d.CreatedAt, Attempts: d.Attempts,
 		Payload: &Work{Delivery: &d, parked: true, src: src, ended: ended},
 	}
@@ -583,6 +608,7 @@ func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 				t.NotBefore = prev.NotBefore // as Lane.Push: a retry delay carries over
 			}
 			prev.Payload.(*Work).gone = true
+			pl.stagedBytes -= int64(prev.Size) // it leaves the window's count now
 			o.superseded(ls, prev)
 		case coalesce.DropIncoming:
 			o.superseded(ls, t)
@@ -590,6 +616,7 @@ func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 		}
 	}
 	pl.staged = append(pl.staged, t)
+	pl.stagedBytes += int64(t.Size)
 	pl.stagedLast[t.Entity] = t
 }
 
@@ -604,6 +631,9 @@ func (o *Owner) promoteReady(pl *parkedLane, ls *laneState, all bool) (moved boo
 			break
 		}
 		pl.staged[0] = nil
+		if !w.gone {
+			pl.stagedBytes -= int64(t.Size)
+		}
 		pl.staged = pl.staged[1:]
 		if w.gone {
 			continue

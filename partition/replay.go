@@ -255,8 +255,8 @@ func (o *Owner) endHold(now time.Time) {
 			o.appendUnstarted(pl, ls)
 			continue
 		}
-		if ls.lane.Pending() > o.cfg.LaneBuffer {
-			o.park(ls, "lane_buffer")
+		if why := o.overBuffer(ls); why != "" {
+			o.park(ls, why)
 			continue
 		}
 		o.pump(ls, now)

@@ -237,6 +237,34 @@ func (s *Sim) checkMemory(in *instance) {
 			s.violate("rule 5: %s: %d, above the bound %d", b.what, b.got, b.most)
 		}
 	}
+	s.checkBytes(f)
+}
+
+// checkBytes checks rule 5 in bytes: each bound is its budget plus the
+// records that may pass it before the owner acts (a fetch, a lane's
+// attempts, the lookahead), at the largest record size seen.
+func (s *Sim) checkBytes(f partition.Footprint) {
+	p, size := s.p, s.kafka.maxValue
+	slack := int64(p.maxPollRecords+p.parkedWindow/4+8+6) * size // 6: the largest max_concurrency
+	lane := max(p.laneBytes, 2*p.parkedWindowBytes) + slack
+	if f.Holding {
+		lane += int64(p.replayHoldRecords) * size // the hold keeps lanes whole
+	}
+	bounds := []struct {
+		what      string
+		got, most int64
+	}{
+		{"bytes in one lane", f.MaxLaneBytes, lane},
+		// Staged records join the window's count when promoted: up to the
+		// lookahead beyond the record that passed it.
+		{"bytes in one parked window", f.MaxWindowBytes, 2*p.parkedWindowBytes + int64(1+max(1, p.parkedWindow/4))*size},
+		{"bytes of queued appends", f.QueuedAppendBytes, p.maxQueuedAppendBytes + int64(p.endpoints)*lane + int64(p.maxPollRecords+p.replayHoldRecords)*size},
+	}
+	for _, b := range bounds {
+		if b.got > b.most {
+			s.violate("rule 5: %s: %d, above the bound %d", b.what, b.got, b.most)
+		}
+	}
 }
 
 // finalChecks checks rule 1 for every element at the end of the run.

@@ -76,7 +76,7 @@ func (s *Sim) fault() {
 	}
 	ids := s.endpointIDs()
 	id := ids[s.rng.IntN(len(ids))]
-	switch s.rng.IntN(17) {
+	switch s.rng.IntN(18) {
 	case 0, 1:
 		s.setMode(id, receiverMode(1+s.rng.IntN(len(modeNames)-1)))
 	case 2:
@@ -117,6 +117,20 @@ func (s *Sim) fault() {
 		s.editEndpoint(id, "event_types changed", func(ep *endpoint.Endpoint) { ep.EventTypes = []string{"thing.updated"} })
 	case 15, 16:
 		s.pauseWhileFailing(id)
+	case 17:
+		s.memoryPressure()
+	}
+}
+
+// memoryPressure parks the largest lane, as the stage does when the
+// instance's lanes pass their byte budget.
+func (s *Sim) memoryPressure() {
+	in := s.current
+	if in == nil || !in.active() {
+		return
+	}
+	if _, id := in.owner.LaneBytes(); id != "" && in.owner.ParkLane(id, "instance_bytes") {
+		s.tracef("memory pressure: lane %s parked", id)
 	}
 }
 

@@ -48,6 +48,8 @@ type params struct {
 	produceFailure, readFailure       float64
 	commitFailure                     float64
 	maxProgressBytes                  int // small ones leave endpoints out of the committed parked progress
+	// Byte budgets: the defaults (which never bind here) or a few records.
+	laneBytes, parkedWindowBytes, maxQueuedAppendBytes int64
 }
 
 func drawParams(r *rand.Rand) params {
@@ -81,6 +83,15 @@ func drawParams(r *rand.Rand) params {
 		commitFailure:  []float64{0, 0.1}[r.IntN(2)],
 	}
 	p.maxProgressBytes = []int{partition.DefaultMaxProgressBytes, 40, 70}[r.IntN(3)]
+	p.laneBytes, p.parkedWindowBytes, p.maxQueuedAppendBytes = partition.DefaultLaneBytes, partition.DefaultParkedWindowBytes, partition.DefaultMaxQueuedAppendBytes
+	if r.IntN(2) == 0 {
+		p.laneBytes = int64(500 + r.IntN(4000))
+		p.parkedWindowBytes = int64(300 + r.IntN(3000))
+		p.maxQueuedAppendBytes = int64(1000 + r.IntN(10000))
+		if r.IntN(2) == 0 {
+			p.laneBuffer = 1000 // the byte budget parks first
+		}
+	}
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
 	// Retention beyond the maximum age by more than an owner may take to
 	// reach a record (the assignment scan, a crash, an outage): max_age

@@ -63,11 +63,13 @@ type kafka struct {
 	deliveriesCommit int64
 	parkedProgress   partition.ParkedProgress // committed with the deliveries commit
 	down             bool                     // produces, reads and commits fail
+	maxValue         int64                    // the largest record value written, for the byte bounds
 	now              func() time.Time
 }
 
 func (k *kafka) appendDelivery(rec *kgo.Record, aborted bool) int64 {
 	rec.Offset = int64(len(k.deliveries))
+	k.maxValue = max(k.maxValue, int64(len(rec.Value)))
 	k.deliveries = append(k.deliveries, logRecord{rec: rec, aborted: aborted, at: k.now()})
 	return rec.Offset
 }
@@ -87,6 +89,7 @@ func (k *kafka) appendParked(rec *kgo.Record) int64 {
 	cp := *rec
 	cp.Offset = int64(len(k.parked))
 	k.parked = append(k.parked, logRecord{rec: &cp, at: k.now()})
+	k.maxValue = max(k.maxValue, int64(len(cp.Value)))
 	return cp.Offset
 }
 
