@@ -132,6 +132,16 @@ type Config struct {
 	ParkAfter time.Duration
 	// LaneBuffer parks a lane holding more unstarted deliveries. Default 10000.
 	LaneBuffer int
+	// LaneBytes parks a lane holding more bytes of deliveries. Default
+	// partition.DefaultLaneBytes (32 MiB).
+	LaneBytes int64
+	// InstanceBytes parks the largest lanes while all lanes together hold
+	// more. Default engine.DefaultInstanceBytes (512 MiB).
+	InstanceBytes int64
+	// MaxInFlight caps the instance's attempts in flight, shared fairly
+	// among endpoints once it binds. Default engine.DefaultMaxInFlight():
+	// half the file-descriptor limit.
+	MaxInFlight int
 	// OperatorWebhookURL is told (a signed POST) about every endpoint the
 	// engine disables. Empty: disables are only logged.
 	OperatorWebhookURL string
@@ -425,6 +435,7 @@ func (a *App) startStages(context.Context) error {
 		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
+		LaneBytes: a.cfg.LaneBytes, InstanceBytes: a.cfg.InstanceBytes, MaxInFlight: a.cfg.MaxInFlight,
 		Metrics: metrics, Logger: a.log,
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})

@@ -19,6 +19,7 @@ type stageCollector struct {
 	breakerOpen                          *prometheus.Desc
 	healthyOldest                        *prometheus.Desc
 	watermarkLag, watermarkLagSeconds    *prometheus.Desc
+	slotsUsed, slotsCap                  *prometheus.Desc
 }
 
 // Collector returns a prometheus.Collector for the stage's live state.
@@ -43,11 +44,13 @@ func (s *DeliveryStage) Collector() prometheus.Collector {
 			"Offsets between a deliveries partition's high watermark and its commit watermark.", part, nil),
 		watermarkLagSeconds: prometheus.NewDesc("laneway_partition_watermark_lag_seconds",
 			"How long the lowest unfinished offset of a deliveries partition has been waiting.", part, nil),
+		slotsUsed: prometheus.NewDesc("laneway_attempt_slots_in_use", "Delivery attempts in flight on this instance.", nil, nil),
+		slotsCap:  prometheus.NewDesc("laneway_attempt_slots", "The instance's cap on attempts in flight (--max-inflight).", nil, nil),
 	}
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.parkedAge, c.breakerOpen, c.healthyOldest, c.watermarkLag, c.watermarkLagSeconds} {
+	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.oldestAge, c.parked, c.parkedAge, c.breakerOpen, c.healthyOldest, c.watermarkLag, c.watermarkLagSeconds, c.slotsUsed, c.slotsCap} {
 		ch <- d
 	}
 }
@@ -72,6 +75,9 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.healthyOldest, prometheus.GaugeValue, healthyOldest)
+	used, capacity := c.s.slots.InUse()
+	ch <- prometheus.MustNewConstMetric(c.slotsUsed, prometheus.GaugeValue, float64(used))
+	ch <- prometheus.MustNewConstMetric(c.slotsCap, prometheus.GaugeValue, float64(capacity))
 }
 
 func (c *stageCollector) endpoint(ch chan<- prometheus.Metric, g partition.EndpointGauge) {

@@ -52,6 +52,8 @@ const (
 	DefaultWakeInterval   = 20 * time.Millisecond
 	DefaultMaxPollRecords = 5000
 	DefaultInstanceBytes  = 512 << 20
+	// fallbackMaxInFlight is DefaultMaxInFlight where the fd limit is unknown.
+	fallbackMaxInFlight = 4096
 	// DefaultRevokeGrace is added to the attempt timeout to make the
 	// default RevokeTimeout.
 	DefaultRevokeGrace = 2 * time.Second
@@ -116,6 +118,11 @@ type DeliveryConfig struct {
 	// ParkedWindowBytes bounds a parked lane's window in bytes. Default
 	// partition.DefaultParkedWindowBytes (8 MiB).
 	ParkedWindowBytes int64
+	// MaxInFlight caps the attempts in flight of the whole stage (sockets,
+	// file descriptors), shared fairly among endpoints once it binds; each
+	// endpoint still never passes its own max_concurrency. Default
+	// DefaultMaxInFlight: half the process's file-descriptor limit.
+	MaxInFlight int
 	// InstanceBytes is the budget for the deliveries every lane of the
 	// instance holds: past it, each commit interval parks the largest lanes
 	// until the rest fit. Default DefaultInstanceBytes (512 MiB).
@@ -152,6 +159,9 @@ func (c *DeliveryConfig) setDefaults() error {
 	setDur(&c.RevokeTimeout, c.AttemptTimeout+DefaultRevokeGrace)
 	if c.MaxPollRecords <= 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight()
 	}
 	if c.InstanceBytes <= 0 {
 		c.InstanceBytes = DefaultInstanceBytes
@@ -196,6 +206,7 @@ type DeliveryStage struct {
 	deliveriesReader *kread.Reader
 	readerClient     *kgo.Client // the parked reader's and admin's own client
 	signers          signerCache
+	slots            *partition.SlotPool // the cap on attempts in flight, shared by every owner
 
 	mu    sync.Mutex // guards parts
 	parts map[int32]*driven
@@ -216,7 +227,7 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &DeliveryStage{cfg: cfg, parts: map[int32]*driven{}}
+	s := &DeliveryStage{cfg: cfg, parts: map[int32]*driven{}, slots: partition.NewSlotPool(cfg.MaxInFlight, cfg.Now)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	// The parked reader gets a client of its own: Kafka answers requests on

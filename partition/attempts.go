@@ -2,6 +2,8 @@ package partition
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/laneway/laneway/breaker"
@@ -65,8 +67,13 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 		due = farFuture
 	}
 	for ls.lane.Pending() > 0 && (!deliverable || o.breakerAllows(ls, now)) {
+		slot, free := o.takeSlot(ls, deliverable)
+		if !free {
+			break
+		}
 		t := ls.lane.Next(due)
 		if t == nil {
+			o.giveSlot(ls.id, slot)
 			break
 		}
 		w := t.Payload.(*Work)
@@ -85,10 +92,51 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 		default:
 			o.inFlight++
 			ls.running[t] = struct{}{}
-			o.cfg.Effects.Send(&Attempt{Delivery: w.Delivery, Endpoint: ep, Now: now, task: t, lane: ls})
+			o.cfg.Effects.Send(&Attempt{Delivery: w.Delivery, Endpoint: ep, Now: now, task: t, lane: ls, slot: slot})
+			continue
 		}
+		o.giveSlot(ls.id, slot)
 	}
 	return ended
+}
+
+// takeSlot takes one of the instance's attempt slots for a lane that
+// would send (slot reports whether one was taken), and reports false when
+// the lane must wait for one: Tick tries it again.
+func (o *Owner) takeSlot(ls *laneState, sends bool) (slot, ok bool) {
+	if !sends || o.cfg.Slots == nil || ls.lane.InFlight() >= ls.lane.MaxConcurrency() {
+		return false, true // the lane's own limit stops it first
+	}
+	if !o.cfg.Slots.Acquire(ls.id) {
+		o.slotWaiting[ls] = struct{}{}
+		return false, false
+	}
+	delete(o.slotWaiting, ls)
+	return true, true
+}
+
+func (o *Owner) giveSlot(id string, slot bool) {
+	if slot {
+		o.cfg.Slots.Release(id)
+	}
+}
+
+// retrySlots pumps the lanes that found no free slot, in a fixed order.
+func (o *Owner) retrySlots(now time.Time) {
+	if len(o.slotWaiting) == 0 {
+		return
+	}
+	waiting := make([]*laneState, 0, len(o.slotWaiting))
+	for ls := range o.slotWaiting {
+		waiting = append(waiting, ls)
+	}
+	slices.SortFunc(waiting, func(a, b *laneState) int { return strings.Compare(a.id, b.id) })
+	for _, ls := range waiting {
+		delete(o.slotWaiting, ls)
+		if o.lanes[ls.id] == ls {
+			o.pump(ls, now)
+		}
+	}
 }
 
 // expirePaused dead-letters the entity heads of a paused endpoint's lane
@@ -153,6 +201,7 @@ func (o *Owner) dropIfIdle(ls *laneState) {
 func (o *Owner) AttemptDone(a *Attempt, res AttemptResult) {
 	ls, t := a.lane, a.task
 	o.inFlight--
+	o.giveSlot(ls.id, a.slot)
 	delete(ls.running, t)
 	now := o.now()
 	if res.Invalid != nil {

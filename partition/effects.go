@@ -84,6 +84,7 @@ type Attempt struct {
 	Now  time.Time
 	task *Task
 	lane *laneState
+	slot bool // holds a slot of Config.Slots
 }
 
 // Work returns the task's cached rendering, kept across retries: the

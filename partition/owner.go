@@ -51,6 +51,9 @@ type Config struct {
 	Clock Clock
 	// Breakers pauses endpoints that keep failing. Nil disables the breaker.
 	Breakers Breakers
+	// Slots caps the instance's attempts in flight, shared by its owners.
+	// Nil: no cap beyond each endpoint's max_concurrency.
+	Slots Slots
 	// Rand returns a float in [0,1) for retry jitter. Default math/rand/v2.
 	Rand func() float64
 	// Retry is the retry and dead-letter policy. Zero fields take the
@@ -172,10 +175,12 @@ type Owner struct {
 	lastCommitted int64
 	lastMetadata  string // the parked progress last committed, encoded
 
-	lanes    map[string]*laneState
-	waiting  map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
-	inFlight int
-	stopped  bool
+	lanes   map[string]*laneState
+	waiting map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
+	// slotWaiting are lanes that found no free slot of Config.Slots.
+	slotWaiting map[*laneState]struct{}
+	inFlight    int
+	stopped     bool
 
 	parking
 	replay
@@ -234,7 +239,7 @@ func NewOwner(cfg Config) (*Owner, error) {
 	}
 	o := &Owner{
 		cfg: cfg, log: cfg.Logger.With("partition", cfg.Partition), lastCommitted: -1,
-		lanes: map[string]*laneState{}, waiting: map[*laneState]struct{}{},
+		lanes: map[string]*laneState{}, waiting: map[*laneState]struct{}{}, slotWaiting: map[*laneState]struct{}{},
 		stats: map[string]*endpointStats{}, disabling: map[string]disableState{}, disableReasons: map[string]string{}, breakerIDs: map[string]struct{}{},
 	}
 	o.parking.init()
@@ -452,6 +457,7 @@ func (o *Owner) Tick() {
 		o.endHold(now)
 	}
 	o.wake(now)
+	o.retrySlots(now)
 	o.retryDisables(now)
 	o.flushOutboxes(now)
 	o.refillParked()
@@ -580,6 +586,7 @@ func (o *Owner) Stop() {
 		ls.lane.DrainUnstarted()
 	}
 	clear(o.waiting)
+	clear(o.slotWaiting)
 	o.early = nil
 	o.appends.drop()
 	o.dead.drop()

@@ -13,7 +13,9 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/partition"
 )
 
 // serveFlags binds every `serve` setting to a flag and a LANEWAY_* variable.
@@ -57,6 +59,9 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 45*time.Second, "how long a silent instance keeps its partitions (consumer group session timeout)")
 	fs.DurationVar(&cfg.ParkAfter, "park-after", 30*time.Second, "park a lane whose oldest pending delivery has waited this long")
 	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 10000, "park a lane holding more unstarted deliveries than this")
+	fs.Int64Var(&cfg.LaneBytes, "lane-bytes", partition.DefaultLaneBytes, "park a lane holding more bytes of deliveries than this")
+	fs.Int64Var(&cfg.InstanceBytes, "instance-bytes", engine.DefaultInstanceBytes, "park the largest lanes while all lanes together hold more bytes than this")
+	fs.IntVar(&cfg.MaxInFlight, "max-inflight", engine.DefaultMaxInFlight(), "cap on the instance's delivery attempts in flight, shared fairly among endpoints (default: half the file-descriptor limit)")
 	fs.StringVar(&cfg.OperatorWebhookURL, "operator-webhook-url", "", "URL told (signed POST) when Laneway disables an endpoint; empty: log only")
 	fs.StringVar(&cfg.OperatorWebhookSecret, "operator-webhook-secret", "", "whsec_ secret signing the operator webhook (required with its URL)")
 	fs.DurationVar(&cfg.SecretOverlap, "secret-overlap", 24*time.Hour, "how long a rotated-out endpoint secret stays valid by default")

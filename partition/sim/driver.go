@@ -21,6 +21,7 @@ type instance struct {
 	gen   int
 	owner *partition.Owner
 	brk   *breakers
+	slots *partition.SlotPool // the instance's cap on attempts in flight; nil: none
 
 	alive    bool // the process runs (false after a crash)
 	owning   bool // assigned and not stopped
@@ -70,7 +71,13 @@ func (s *Sim) newInstance() *instance {
 	s.gen++
 	in := &instance{s: s, gen: s.gen, alive: true}
 	in.brk = newBreakers(s.p.breaker, s.redis)
+	var slots partition.Slots
+	if s.p.maxInFlight > 0 {
+		in.slots = partition.NewSlotPool(s.p.maxInFlight, s.Now)
+		slots = in.slots
+	}
 	owner, err := partition.NewOwner(partition.Config{
+		Slots:     slots,
 		Partition: 0, ParkedTopic: "parked", DeadTopic: "dead",
 		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
 		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
@@ -188,6 +195,9 @@ func (in *instance) Send(a *partition.Attempt) {
 	}
 	run := &attemptRun{a: a, key: key, elem: elem}
 	in.attempts = append(in.attempts, run)
+	if in.slots != nil && len(in.attempts) > s.p.maxInFlight {
+		s.violate("rule 5: %d attempts in flight, above the instance's cap %d", len(in.attempts), s.p.maxInFlight)
+	}
 	res, latency := s.answer(d.EndpointID)
 	s.tracef("gen %d send element %d (%s/%s rev %d, attempt %d) → %s in %v", in.gen, elem, key.endpoint, key.entity,
 		d.Revision, d.Attempts+1, describe(res), latency)

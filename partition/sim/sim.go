@@ -50,6 +50,7 @@ type params struct {
 	maxProgressBytes                  int // small ones leave endpoints out of the committed parked progress
 	// Byte budgets: the defaults (which never bind here) or a few records.
 	laneBytes, parkedWindowBytes, maxQueuedAppendBytes int64
+	maxInFlight                                        int // the instance's attempt slots; 0: no cap
 }
 
 func drawParams(r *rand.Rand) params {
@@ -84,6 +85,9 @@ func drawParams(r *rand.Rand) params {
 	}
 	p.maxProgressBytes = []int{partition.DefaultMaxProgressBytes, 40, 70}[r.IntN(3)]
 	p.laneBytes, p.parkedWindowBytes, p.maxQueuedAppendBytes = partition.DefaultLaneBytes, partition.DefaultParkedWindowBytes, partition.DefaultMaxQueuedAppendBytes
+	if r.IntN(2) == 0 {
+		p.maxInFlight = 1 + r.IntN(4)
+	}
 	if r.IntN(2) == 0 {
 		p.laneBytes = int64(500 + r.IntN(4000))
 		p.parkedWindowBytes = int64(300 + r.IntN(3000))
