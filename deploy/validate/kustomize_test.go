@@ -3,8 +3,10 @@ package validate
 import (
 	"bytes"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +24,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/laneway/laneway/api"
 )
 
 // kustomizations are built and validated; the overlay proves the base
@@ -65,8 +69,8 @@ func build(t *testing.T, dir string) []object {
 			o.typed = &corev1.Service{}
 		case "Namespace":
 			o.typed = &corev1.Namespace{}
-		case "Deployment":
-			o.typed = &appsv1.Deployment{}
+		case "StatefulSet":
+			o.typed = &appsv1.StatefulSet{}
 		case "PodDisruptionBudget":
 			o.typed = &policyv1.PodDisruptionBudget{}
 		case "Ingress":
@@ -101,6 +105,27 @@ func find[T any](t *testing.T, objs []object) *T {
 	return nil
 }
 
+// services are the build's Services by name.
+func services(objs []object) map[string]*corev1.Service {
+	out := map[string]*corev1.Service{}
+	for _, o := range objs {
+		if v, ok := o.typed.(*corev1.Service); ok {
+			out[v.Name] = v
+		}
+	}
+	return out
+}
+
+// apiService is the Service clients, the Ingress and the ServiceMonitor use.
+func apiService(t *testing.T, objs []object) *corev1.Service {
+	t.Helper()
+	svc := services(objs)["laneway"]
+	if svc == nil {
+		t.Fatal("no Service laneway in the build")
+	}
+	return svc
+}
+
 // TestKubeconform validates every built object against the Kubernetes JSON
 // schemas (strict: unknown fields are errors) of the oldest and newest
 // release vendored. The Prometheus Operator CRs have no schema there; they
@@ -130,9 +155,9 @@ func TestKubeconform(t *testing.T) {
 	}
 	// The validator must reject what is wrong, not pass everything.
 	v, _ := validator.New([]string{location}, validator.Opts{Strict: true, KubernetesVersion: k8sVersions[0]})
-	bad := []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replicas: two\n  selectorr: {}\n")
+	bad := []byte("apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: x\nspec:\n  replicas: two\n  selectorr: {}\n")
 	if res := v.ValidateResource(resource.Resource{Bytes: bad}); res.Status != validator.Invalid {
-		t.Errorf("a broken Deployment validated with status %d (%v)", res.Status, res.Err)
+		t.Errorf("a broken StatefulSet validated with status %d (%v)", res.Status, res.Err)
 	}
 }
 
@@ -146,18 +171,18 @@ func TestManifests(t *testing.T) {
 	for _, dir := range kustomizations {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			objs := build(t, dir)
-			dep := find[appsv1.Deployment](t, objs)
-			svc := find[corev1.Service](t, objs)
+			sts := find[appsv1.StatefulSet](t, objs)
+			svc := apiService(t, objs)
 			pdb := find[policyv1.PodDisruptionBudget](t, objs)
 			cm := find[corev1.ConfigMap](t, objs)
 			secret := find[corev1.Secret](t, objs)
 			sm := find[monitoringv1.ServiceMonitor](t, objs)
 			rule := find[monitoringv1.PrometheusRule](t, objs)
 
-			podLabels := labels.Set(dep.Spec.Template.Labels)
-			sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+			podLabels := labels.Set(sts.Spec.Template.Labels)
+			sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
 			if err != nil || !sel.Matches(podLabels) {
-				t.Errorf("Deployment selector %v does not match its pod labels %v", dep.Spec.Selector, podLabels)
+				t.Errorf("StatefulSet selector %v does not match its pod labels %v", sts.Spec.Selector, podLabels)
 			}
 			if !labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels) {
 				t.Errorf("Service selector %v does not match the pods %v", svc.Spec.Selector, podLabels)
@@ -165,17 +190,23 @@ func TestManifests(t *testing.T) {
 			if s, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !s.Matches(podLabels) {
 				t.Errorf("PodDisruptionBudget selector %v does not match the pods", pdb.Spec.Selector)
 			}
-			if s, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector); err != nil || !s.Matches(labels.Set(svc.Labels)) {
+			smSel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+			if err != nil || !smSel.Matches(labels.Set(svc.Labels)) {
 				t.Errorf("ServiceMonitor selector %v does not match the Service's labels %v", sm.Spec.Selector, svc.Labels)
+			}
+			for name, other := range services(objs) {
+				if err == nil && name != svc.Name && smSel.Matches(labels.Set(other.Labels)) {
+					t.Errorf("ServiceMonitor selector %v also matches Service %s: every pod would be scraped twice", sm.Spec.Selector, name)
+				}
 			}
 			if sm.Spec.JobLabel == "" || svc.Labels[sm.Spec.JobLabel] != "laneway" {
 				t.Errorf("ServiceMonitor jobLabel %q: the Service's value must be laneway (the rules select job=\"laneway\")", sm.Spec.JobLabel)
 			}
-			if dep.Namespace != svc.Namespace || dep.Namespace != sm.Namespace || dep.Namespace != rule.Namespace {
-				t.Errorf("objects in different namespaces: %q %q %q %q", dep.Namespace, svc.Namespace, sm.Namespace, rule.Namespace)
+			if sts.Namespace != svc.Namespace || sts.Namespace != sm.Namespace || sts.Namespace != rule.Namespace {
+				t.Errorf("objects in different namespaces: %q %q %q %q", sts.Namespace, svc.Namespace, sm.Namespace, rule.Namespace)
 			}
 
-			pod := dep.Spec.Template.Spec
+			pod := sts.Spec.Template.Spec
 			if len(pod.Containers) != 1 {
 				t.Fatalf("want one container, have %d", len(pod.Containers))
 			}
@@ -270,6 +301,12 @@ func TestManifests(t *testing.T) {
 			if len(secret.Data) > 0 {
 				t.Error("Secret has data: the repository ships placeholders only, in stringData")
 			}
+			// The shipped admin token must not work: Laneway refuses it at
+			// start (api.ParseAdminTokens, as serve does with the file).
+			if tokens, err := api.ParseAdminTokens(secret.StringData["admin-token"]); err == nil {
+				t.Errorf("the Secret's placeholder admin-token is accepted as %d token(s): it must be refused at start", len(tokens))
+			}
+			checkSecretFiles(t, pod, c, secret, secretKeys)
 
 			groups := loadAlerts(t)
 			if len(rule.Spec.Groups) != len(groups.Groups) {
@@ -376,5 +413,122 @@ func checkExposure(t *testing.T, ing *networkingv1.Ingress, np *networkingv1.Net
 	}
 	if !opened["public"] || !opened["http"] || len(opened) != 2 {
 		t.Errorf("NetworkPolicy opens ports %v, want public and http", opened)
+	}
+}
+
+// checkSecretFiles: secrets reach the container as files, never as
+// variables. No env entry reads a Secret key into the environment, and
+// every *_FILE variable names a file that a mount of the Secret provides
+// from a key the Secret has.
+func checkSecretFiles(t *testing.T, pod corev1.PodSpec, c corev1.Container, secret *corev1.Secret, secretKeys map[string]bool) {
+	t.Helper()
+	files := map[string]string{} // path in the container -> Secret key
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name || v.Secret == nil || v.Secret.SecretName != secret.Name {
+				continue
+			}
+			if !m.ReadOnly {
+				t.Errorf("volume %s (Secret %s) is mounted writable", v.Name, secret.Name)
+			}
+			for _, it := range v.Secret.Items {
+				files[path.Join(m.MountPath, it.Path)] = it.Key
+			}
+		}
+	}
+	var fileVars []string
+	for _, e := range c.Env {
+		if e.Name == "LANEWAY_ADMIN_TOKEN" || (e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == "admin-token") {
+			t.Errorf("env %s carries the admin token in the environment: mount it and set LANEWAY_ADMIN_TOKEN_FILE", e.Name)
+		}
+		if !strings.HasSuffix(e.Name, "_FILE") {
+			continue
+		}
+		fileVars = append(fileVars, e.Name)
+		key, ok := files[e.Value]
+		switch {
+		case !ok:
+			t.Errorf("%s=%s: no mount of Secret %s provides that file (mounted: %v)", e.Name, e.Value, secret.Name, files)
+		case !secretKeys[key]:
+			t.Errorf("%s=%s is Secret key %s, which the Secret does not have", e.Name, e.Value, key)
+		}
+	}
+	for _, want := range []string{"LANEWAY_ADMIN_TOKEN_FILE", "LANEWAY_SECRETS_KEY_FILE"} {
+		if !slices.Contains(fileVars, want) {
+			t.Errorf("no %s in the container's env (have %v)", want, fileVars)
+		}
+	}
+	if files["/etc/laneway/admin/admin-token"] != "admin-token" {
+		t.Errorf("the admin token file is not mounted from Secret key admin-token: %v", files)
+	}
+}
+
+// TestInstanceIDSurvivesPodReplacement checks the property the StatefulSet
+// is there for (docs/deploy.md, "Why a StatefulSet"): the instance id, which
+// names the static group membership and suffixes the transactional ids, is
+// the pod name of a StatefulSet's pod (laneway-0, laneway-1, ...), so a pod
+// that is replaced comes back under the same id, and two pods never share
+// one. A Deployment's pod name (random per pod), the pod's uid, its node, a
+// fixed value in the ConfigMap or a flag would each break it.
+func TestInstanceIDSurvivesPodReplacement(t *testing.T) {
+	for _, dir := range kustomizations {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			objs := build(t, dir)
+			var workloads []string
+			for _, o := range objs {
+				switch o.kind {
+				case "Deployment", "ReplicaSet", "DaemonSet", "Pod", "Job", "CronJob", "StatefulSet":
+					workloads = append(workloads, o.kind+"/"+o.name)
+				}
+			}
+			if len(workloads) != 1 || !strings.HasPrefix(workloads[0], "StatefulSet/") {
+				t.Fatalf("workloads %v: want exactly one StatefulSet (stable pod names)", workloads)
+			}
+			sts := find[appsv1.StatefulSet](t, objs)
+			pod := sts.Spec.Template
+			if pod.Name != "" || pod.GenerateName != "" {
+				t.Errorf("the pod template sets a name (%q/%q): StatefulSet pods are named <set>-<ordinal>", pod.Name, pod.GenerateName)
+			}
+			c := pod.Spec.Containers[0]
+			var ids []corev1.EnvVar
+			for _, e := range c.Env {
+				if e.Name == "LANEWAY_INSTANCE_ID" {
+					ids = append(ids, e)
+				}
+			}
+			if len(ids) != 1 || ids[0].ValueFrom == nil || ids[0].ValueFrom.FieldRef == nil || ids[0].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+				t.Errorf("LANEWAY_INSTANCE_ID is %+v: want exactly one, from the pod's metadata.name", ids)
+			}
+			if _, ok := find[corev1.ConfigMap](t, objs).Data["LANEWAY_INSTANCE_ID"]; ok {
+				t.Error("the ConfigMap sets LANEWAY_INSTANCE_ID: every pod would share one id")
+			}
+			for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+				if strings.HasPrefix(a, "--instance-id") || strings.HasPrefix(a, "-instance-id") {
+					t.Errorf("the container passes %q: the id must be the pod name", a)
+				}
+			}
+			if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+				t.Errorf("podManagementPolicy %q: want Parallel (instances do not depend on each other's order)", sts.Spec.PodManagementPolicy)
+			}
+			if sts.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType {
+				t.Errorf("updateStrategy %q: want RollingUpdate (OnDelete never rolls a new image out)", sts.Spec.UpdateStrategy.Type)
+			}
+			if len(sts.Spec.VolumeClaimTemplates) != 0 {
+				t.Errorf("%d volumeClaimTemplates: Laneway keeps no state on disk", len(sts.Spec.VolumeClaimTemplates))
+			}
+			// The governing Service: headless, selecting the set's pods, and
+			// not the Service clients and the ServiceMonitor use.
+			gov := services(objs)[sts.Spec.ServiceName]
+			switch {
+			case gov == nil:
+				t.Errorf("serviceName %q is not a Service of the build", sts.Spec.ServiceName)
+			case gov.Spec.ClusterIP != corev1.ClusterIPNone:
+				t.Errorf("Service %s (the StatefulSet's serviceName) is not headless: clusterIP %q", gov.Name, gov.Spec.ClusterIP)
+			case !labels.SelectorFromSet(gov.Spec.Selector).Matches(labels.Set(pod.Labels)):
+				t.Errorf("Service %s selects %v, not the pods %v", gov.Name, gov.Spec.Selector, pod.Labels)
+			case gov.Name == apiService(t, objs).Name:
+				t.Errorf("serviceName %s is the API Service: the headless one is separate", gov.Name)
+			}
+		})
 	}
 }

@@ -24,7 +24,7 @@ KINDS = [
     "secret-v1",
     "service-v1",
     "namespace-v1",
-    "deployment-apps-v1",
+    "statefulset-apps-v1",
     "poddisruptionbudget-policy-v1",
     "ingress-networking-v1",
     "networkpolicy-networking-v1",
