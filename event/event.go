@@ -209,10 +209,13 @@ func (d *Delivery) Body() ([]byte, error) {
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	return json.Marshal(Payload{
-		ID: d.EventID, Type: d.Type, Timestamp: d.OccurredAt, Data: data,
-		Entity: PayloadEntity{ID: d.Entity, Revision: d.Revision},
-	})
+	if !json.Valid(data) {
+		return nil, invalid("delivery data is not valid JSON")
+	}
+	if y := d.OccurredAt.Year(); y < 0 || y > 9999 {
+		return nil, invalid("occurred_at year %d outside [0,9999]", y)
+	}
+	return appendBody(make([]byte, 0, bodySize(d, data)), d, data), nil
 }
 
 // Dead-letter reasons.

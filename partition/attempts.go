@@ -1,7 +1,9 @@
 package partition
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -414,6 +416,9 @@ func (o *Owner) retryDisables(now time.Time) {
 }
 
 func (o *Owner) logAttempt(t *Task, res AttemptResult, outcome deliver.Outcome) {
+	if res.Err == nil && !o.log.Enabled(context.Background(), slog.LevelDebug) {
+		return // a success is logged at debug only: build nothing for it
+	}
 	d := t.Payload.(*Work).Delivery
 	attrs := []any{
 		"endpoint", d.EndpointID, "event", d.EventID, "entity", d.Entity, "revision", d.Revision,

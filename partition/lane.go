@@ -55,7 +55,15 @@ type Lane struct {
 	pending  int // tasks not started, retry-waiting included
 	inFlight int
 	bytes    int64 // Size of every task held, pending or in flight
+
+	// spare are entity queues emptied by Finish, reused by the next new
+	// entity: most deliveries are an entity's only one in the lane, and
+	// each would otherwise allocate its queue.
+	spare []*entityQueue
 }
+
+// maxSpare bounds the reused entity queues a lane keeps.
+const maxSpare = 64
 
 // entityQueue is the queue of one entity within a lane. It exists only
 // while it holds a task, so lane memory follows the entities with work.
@@ -312,7 +320,13 @@ func (l *Lane) runningEntity(t *Task) *entityQueue {
 }
 
 func (l *Lane) addEntity(t *Task) {
-	e := &entityQueue{id: t.Entity, head: t, tail: t}
+	var e *entityQueue
+	if n := len(l.spare); n > 0 {
+		e, l.spare = l.spare[n-1], l.spare[:n-1]
+		*e = entityQueue{id: t.Entity, head: t, tail: t}
+	} else {
+		e = &entityQueue{id: t.Entity, head: t, tail: t}
+	}
 	l.entities[t.Entity] = e
 	l.entitiesPeak = max(l.entitiesPeak, len(l.entities))
 	l.pending++
@@ -380,10 +394,16 @@ func (l *Lane) promoteDue(now time.Time) {
 	}
 }
 
+// removeEntity drops an entity whose queue emptied in Finish: it is in no
+// turn queue or heap but age, so its queue may be reused.
 func (l *Lane) removeEntity(e *entityQueue) {
 	l.age.remove(e)
 	delete(l.entities, e.id)
 	l.shrinkEntities()
+	if len(l.spare) < maxSpare {
+		*e = entityQueue{}
+		l.spare = append(l.spare, e)
+	}
 }
 
 // shrinkEntitiesMinPeak keeps small lanes from rebuilding their map.

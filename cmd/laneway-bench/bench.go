@@ -131,7 +131,23 @@ func publishAndWait(ctx context.Context, cfg config, sched schedule, prod *kgo.C
 	want := int64(sched.deliveries())
 	ph.waitErr = waitUntil(ctx, func() bool { return recv.Received() >= want })
 	ph.usage = use.since(recv.Received())
-	return ph, nil
+	return ph, writeAllocProfile(cfg.MemProfile)
+}
+
+// writeAllocProfile writes the allocations sampled so far to path, if set.
+func writeAllocProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // fill computes throughput and latency from the receipt times.

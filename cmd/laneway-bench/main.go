@@ -74,6 +74,7 @@ type config struct {
 	Timeout    time.Duration
 	Progress   time.Duration
 	CPUProfile string
+	MemProfile string
 	JSON       bool
 }
 
@@ -126,6 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "deadline for the whole run")
 	fs.DurationVar(&c.Progress, "progress", 5*time.Second, "progress line interval on stderr (0: none)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile (whole run, sampled) to this file after the measured phase")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON line on stdout (the human report goes to stderr)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
