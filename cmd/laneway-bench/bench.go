@@ -116,7 +116,7 @@ type phase struct {
 // event, then wait until every delivery has arrived or ctx ends.
 func publishAndWait(ctx context.Context, cfg config, sched schedule, prod *kgo.Client, recv *benchrecv.Receiver, reg prometheus.Gatherer, stderr io.Writer) (phase, error) {
 	ph := phase{published: &published{at: make([]int64, sched.events)}}
-	use := startUsage()
+	use := startUsage(cfg.BrokerPID)
 	stopProfile, err := startCPUProfile(cfg.CPUProfile)
 	if err != nil {
 		return ph, err
@@ -261,13 +261,15 @@ func startCPUProfile(path string) (func(), error) {
 
 // usageStart is the process's resource use when the measured phase began.
 type usageStart struct {
-	wall time.Time
-	cpu  time.Duration
-	mem  runtime.MemStats
+	wall      time.Time
+	cpu       time.Duration
+	mem       runtime.MemStats
+	brokerPID int
+	broker    time.Duration
 }
 
-func startUsage() usageStart {
-	u := usageStart{wall: time.Now(), cpu: processCPU()}
+func startUsage(brokerPID int) usageStart {
+	u := usageStart{wall: time.Now(), cpu: processCPU(), brokerPID: brokerPID, broker: pidCPU(brokerPID)}
 	runtime.ReadMemStats(&u.mem)
 	return u
 }
@@ -280,11 +282,14 @@ func (u usageStart) since(delivered int64) usage {
 	wall := time.Since(u.wall)
 	cpu := processCPU() - u.cpu
 	per := float64(max(delivered, 1))
+	broker := pidCPU(u.brokerPID) - u.broker
 	return usage{
-		CPUCores:           cpu.Seconds() / wall.Seconds(),
-		CPUMicrosPerDeliv:  float64(cpu.Microseconds()) / per,
-		AllocBytesPerDeliv: float64(m.TotalAlloc-u.mem.TotalAlloc) / per,
-		GCs:                m.NumGC - u.mem.NumGC,
+		CPUCores:                cpu.Seconds() / wall.Seconds(),
+		CPUMicrosPerDeliv:       float64(cpu.Microseconds()) / per,
+		AllocBytesPerDeliv:      float64(m.TotalAlloc-u.mem.TotalAlloc) / per,
+		GCs:                     m.NumGC - u.mem.NumGC,
+		BrokerCPUCores:          broker.Seconds() / wall.Seconds(),
+		BrokerCPUMicrosPerDeliv: float64(broker.Microseconds()) / per,
 	}
 }
 

@@ -67,6 +67,8 @@ type incidentReport struct {
 	Commits            []partitionProgress `json:"commits"`
 	OffsetSamples      int                 `json:"offset_samples"`
 	Samples            []incidentSample    `json:"samples"`
+	MaxRSSMB           float64             `json:"max_rss_mb"`
+	RSSGoalMB          float64             `json:"rss_goal_mb,omitempty"`
 	Receiver           benchrecv.Stats     `json:"receiver"`
 	Incomplete         string              `json:"incomplete,omitempty"`
 	parkAfter          time.Duration
@@ -158,6 +160,7 @@ func (run *incidentRun) newReport() *incidentReport {
 		SlowDelaySeconds: cfg.SlowDelay.Seconds(), SlowLimit: cfg.SlowLimit, DurationSeconds: cfg.Duration.Seconds(),
 		ReceiverPorts: run.rig.recv.Ports(), PublishedSlow: run.plan.streams[0].count,
 		PublishedHealthy: run.plan.streams[1].count, WindowSeconds: cfg.Window.Seconds(), parkAfter: cmpDur(cfg.ParkAfter, 30*time.Second), sample: cfg.Sample,
+		RSSGoalMB: cfg.RSSGoalMB,
 	}
 }
 
@@ -227,6 +230,9 @@ func (run *incidentRun) fill(rep *incidentReport, pb *publishing) {
 	}
 	run.mu.Lock()
 	rep.Samples, rep.OffsetSamples = run.samples, len(run.offsets)
+	for _, s := range run.samples {
+		rep.MaxRSSMB = max(rep.MaxRSSMB, s.RSSMB, s.PeakRSSMB)
+	}
 	rep.Commits = commitProgress(run.offsets)
 	run.mu.Unlock()
 	rep.Windows = run.windows(points)
@@ -286,6 +292,9 @@ func (rep *incidentReport) failures() []string {
 	if missing := rep.PublishedHealthy - rep.HealthyReceived; missing > 0 {
 		out = append(out, fmt.Sprintf("%d healthy deliveries missing", missing))
 	}
+	if rep.RSSGoalMB > 0 && rep.MaxRSSMB >= rep.RSSGoalMB {
+		out = append(out, fmt.Sprintf("max RSS %.0f MB, goal under %.0f MB", rep.MaxRSSMB, rep.RSSGoalMB))
+	}
 	if rep.SlowMaxInFlight > int64(rep.SlowLimit) {
 		out = append(out, fmt.Sprintf("slow endpoint saw %d concurrent requests, limit %d", rep.SlowMaxInFlight, rep.SlowLimit))
 	}
@@ -325,6 +334,14 @@ func (rep *incidentReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "  partition   first → final committed   end   caught up   max trail behind the log\n")
 	for _, c := range rep.Commits {
 		fmt.Fprintf(w, "  %9d   %7d → %-7d       %7d   %-9v   %.0fs\n", c.Partition, c.FirstCommitted, c.FinalCommitted, c.FinalEnd, c.CaughtUp, c.MaxTrailSeconds)
+	}
+	fmt.Fprintf(w, "\nMemory: max RSS %.0f MB (kernel high-water mark)", rep.MaxRSSMB)
+	if rep.RSSGoalMB > 0 {
+		fmt.Fprintf(w, ", goal under %.0f MB", rep.RSSGoalMB)
+	}
+	fmt.Fprintf(w, "\n       t    RSS MB   heap MB   slow parked   slow in flight\n")
+	for _, s := range rep.Samples {
+		fmt.Fprintf(w, "  %6.1fs  %8.0f  %8.0f  %12.0f  %15d\n", s.Seconds, s.RSSMB, s.HeapInuseMB, s.SlowParked, s.SlowInFlight)
 	}
 	fmt.Fprintf(w, "\nReceiver: %+v\n", rep.Receiver)
 }

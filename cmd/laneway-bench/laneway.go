@@ -60,6 +60,7 @@ func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*lanewa
 		AllowTargets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Logger:       logger,
 		ParkAfter:    cfg.ParkAfter, LaneBuffer: cfg.LaneBuffer, AttemptTimeout: cfg.AttemptTimeout,
+		LaneBytes: cfg.LaneBytes, MaxInFlight: cfg.MaxInFlight,
 	}
 	if len(cfg.KafkaBrokers) == 0 {
 		acfg.EmbeddedKafkaAddr = "127.0.0.1:0"

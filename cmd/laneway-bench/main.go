@@ -63,10 +63,13 @@ type config struct {
 	ParkAfter      time.Duration
 	LaneBuffer     int
 	AttemptTimeout time.Duration
+	LaneBytes      int64
+	MaxInFlight    int
 
 	scenarioFlags
 
 	KafkaBrokers []string
+	BrokerPID    int
 	RedisURL     string
 	KeepTopics   bool
 
@@ -117,6 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Ports, "ports", 0, "spread the endpoints over this many ports (0: one per endpoint unless the open-file limit is too low)")
 	fs.DurationVar(&c.ParkAfter, "park-after", 0, "Laneway's park-after (0: its default, 30s; the drain scenario uses 5s)")
 	fs.IntVar(&c.LaneBuffer, "lane-buffer", 0, "Laneway's lane buffer (0: its default)")
+	fs.Int64Var(&c.LaneBytes, "lane-bytes", 0, "Laneway's lane byte budget (0: its default, 32 MiB)")
+	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "Laneway's cap on attempts in flight (0: its default, half the fd limit)")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 0, "Laneway's attempt timeout (0: 5s, the delivery contract; incident and drain use 30s)")
 	c.scenarioFlags.register(fs)
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers; empty runs the embedded Kafka")
@@ -127,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "deadline for the whole run")
 	fs.DurationVar(&c.Progress, "progress", 5*time.Second, "progress line interval on stderr (0: none)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "pid of the Kafka broker's JVM, to report its CPU beside Laneway's (scripts/testenv.sh writes it to <state dir>/kafka.pid)")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile (whole run, sampled) to this file after the measured phase")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON line on stdout (the human report goes to stderr)")
 	if err := fs.Parse(args); err != nil {

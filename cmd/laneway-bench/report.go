@@ -75,6 +75,10 @@ type usage struct {
 	CPUMicrosPerDeliv  float64 `json:"cpu_us_per_delivery"`
 	AllocBytesPerDeliv float64 `json:"alloc_bytes_per_delivery"`
 	GCs                uint32  `json:"gcs"`
+	// The broker's JVM (-broker-pid), so that work moved into the broker
+	// does not pass as a gain; 0 without it.
+	BrokerCPUCores          float64 `json:"broker_cpu_cores,omitempty"`
+	BrokerCPUMicrosPerDeliv float64 `json:"broker_cpu_us_per_delivery,omitempty"`
 }
 
 type correctness struct {
@@ -171,6 +175,9 @@ func (r *result) writeText(w io.Writer) {
 		fmtMs(l.Latency.P50Ms), fmtMs(l.Latency.P90Ms), fmtMs(l.Latency.P99Ms), fmtMs(l.Latency.MaxMs))
 	fmt.Fprintf(w, "  process:    %.2f cores busy, %.0fµs CPU and %.0f bytes allocated per delivery, %d GCs (whole process: Laneway, Kafka, publisher, receiver)\n",
 		l.Usage.CPUCores, l.Usage.CPUMicrosPerDeliv, l.Usage.AllocBytesPerDeliv, l.Usage.GCs)
+	if l.Usage.BrokerCPUCores > 0 {
+		fmt.Fprintf(w, "  broker:     %.2f cores busy, %.0fµs CPU per delivery (the Kafka JVM)\n", l.Usage.BrokerCPUCores, l.Usage.BrokerCPUMicrosPerDeliv)
+	}
 	fmt.Fprintf(w, "  laneway:    %.0f attempts, %.0f failed, %.0f dead letters, %.0f lanes parked\n",
 		l.Counters.Attempts, l.Counters.FailedAttempts, l.Counters.DeadLetters, l.Counters.LanesParked)
 	fmt.Fprintf(w, "\nCorrectness\n")

@@ -27,6 +27,7 @@ type scenarioFlags struct {
 	SlowLimit   int           // incident: the slow endpoint's max_concurrency
 	Sample      time.Duration // metrics, offsets and memory sampling interval
 	Window      time.Duration // incident: latency window width
+	RSSGoalMB   float64       // incident: fail if the RSS reaches this (0: no goal)
 
 	BacklogSettle time.Duration // backlog: sampling after the backlog is all parked
 	// States (backlog): publish state updates (coalesce: true, revisions
@@ -47,6 +48,7 @@ type scenarioFlags struct {
 
 func (f *scenarioFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.Duration, "duration", 120*time.Second, "incident: how long the load runs")
+	fs.Float64Var(&f.RSSGoalMB, "rss-goal-mb", 0, "incident: fail if the process's RSS reaches this many MB (0: no goal)")
 	fs.Float64Var(&f.HealthyRate, "healthy-rate", 2000, "incident: events/s spread round-robin over the healthy endpoints")
 	fs.Float64Var(&f.SlowRate, "slow-rate", 12, "incident: events/s to the slow endpoint")
 	fs.DurationVar(&f.SlowDelay, "slow-delay", 28*time.Second, "incident: how long the slow endpoint takes to answer")
