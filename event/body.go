@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -32,6 +33,18 @@ func appendBody(b []byte, d *Delivery, data []byte) []byte {
 	b = append(b, `,"revision":`...)
 	b = strconv.AppendInt(b, d.Revision, 10)
 	return append(b, "}}"...)
+}
+
+// representable reports what time.Time.MarshalJSON would refuse, without
+// encoding: a year outside [0,9999] or a zone offset of 24 hours or more.
+func representable(t time.Time) error {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("year %d outside [0,9999]", y)
+	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		return fmt.Errorf("zone offset %ds outside a day", off)
+	}
+	return nil
 }
 
 const hexDigits = "0123456789abcdef"

@@ -99,7 +99,7 @@ func ParseEnvelope(raw []byte, now time.Time) (Envelope, error) {
 		return env, invalid("event would be up to %d bytes once encoded (HTML-safe escaping, defaults filled), the limit is %d",
 			len(raw)+grown, MaxEnvelopeBytes)
 	}
-	if _, err := env.OccurredAt.MarshalJSON(); err != nil {
+	if err := representable(env.OccurredAt); err != nil {
 		return env, invalidField("occurred_at", "occurred_at cannot be represented: %v", err)
 	}
 	return env, env.Validate()
@@ -212,8 +212,8 @@ func (d *Delivery) Body() ([]byte, error) {
 	if !json.Valid(data) {
 		return nil, invalid("delivery data is not valid JSON")
 	}
-	if y := d.OccurredAt.Year(); y < 0 || y > 9999 {
-		return nil, invalid("occurred_at year %d outside [0,9999]", y)
+	if err := representable(d.OccurredAt); err != nil {
+		return nil, invalid("occurred_at cannot be represented: %v", err)
 	}
 	return appendBody(make([]byte, 0, bodySize(d, data)), d, data), nil
 }
@@ -295,9 +295,8 @@ func NewDeliveryEncoder(env Envelope, now time.Time) (DeliveryEncoder, error) {
 
 // Encode returns the delivery record value for one endpoint.
 func (e DeliveryEncoder) Encode(endpointID string) []byte {
-	id, _ := json.Marshal(endpointID) // strings always encode
-	out := make([]byte, 0, len(e.before)+len(id)+len(e.after))
+	out := make([]byte, 0, len(e.before)+len(endpointID)+2+len(e.after))
 	out = append(out, e.before...)
-	out = append(out, id...)
+	out = appendJSONString(out, endpointID) // as json.Marshal quotes it
 	return append(out, e.after...)
 }
