@@ -185,7 +185,14 @@ func TestAccessLogAtDebugWithoutSecretsOrPayloads(t *testing.T) {
 		!strings.Contains(logs, `"path":"/v1/endpoints"`) || !strings.Contains(logs, `"status":201`) {
 		t.Fatalf("no Debug access log line for the create: %s", logs)
 	}
-	for _, leak := range []string{secret, "4111-PAYLOAD", testToken} {
+	// A capture URL's last segment is a secret token (package inbound).
+	captureToken := "tok3n-0123456789abcdef0123456789abcdef"
+	h.do("POST", "/in/partner/"+captureToken, "")
+	logs = h.logs.String()
+	if !strings.Contains(logs, `"path":"/in/partner/{capture_token}"`) {
+		t.Fatalf("no access log line for the capture URL: %s", logs)
+	}
+	for _, leak := range []string{secret, "4111-PAYLOAD", testToken, captureToken} {
 		if strings.Contains(logs, leak) {
 			t.Fatalf("logs contain %q: %s", leak, logs)
 		}

@@ -257,7 +257,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				panic(v)
 			}
 			s.logger.ErrorContext(r.Context(), "api: handler panicked",
-				slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.String("method", r.Method), slog.String("path", logPath(r)),
 				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 			if rw.status == 0 { // too late for a status once one was sent
 				writeError(rw, http.StatusInternalServerError, "internal error")
@@ -265,6 +265,16 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rw, r)
 	})
+}
+
+// logPath is the path to log: a capture URL's token (/in/{source}/{token},
+// a secret) is left out.
+func logPath(r *http.Request) string {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/in/")
+	if source, _, hasToken := strings.Cut(rest, "/"); ok && hasToken {
+		return "/in/" + source + "/{capture_token}"
+	}
+	return r.URL.Path
 }
 
 // accessLog logs one Debug line per request: method, path, status, size and
@@ -279,7 +289,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		rw := record(w)
 		next.ServeHTTP(rw, r)
 		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "api: request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("method", r.Method), slog.String("path", logPath(r)),
 			slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes),
 			slog.Duration("duration", s.now().Sub(start)))
 	})

@@ -20,12 +20,18 @@ const (
 	refusedRateAddress = "rate_limited_address"
 	refusedRateSource  = "rate_limited_source"
 	refusedUnreadable  = "unreadable_body" // the sender stopped or was cut (ReadTimeout)
+	// refusedToken: a source with a capture token called without it or
+	// with a wrong one; answered exactly as an unknown source.
+	refusedToken = "bad_capture_token"
 )
 
-// capture handles POST /in/{source}. In order:
+// capture handles POST /in/{source} and POST /in/{source}/{token}. In
+// order:
 //
 //  1. the client address over its rate → 429 (counted, not stored);
-//  2. unknown source → 404 (counted, not stored);
+//  2. unknown source, or a token that is not the source's (none given
+//     when it has one, one given when it has none) → 404, the same
+//     answer for both (counted, not stored);
 //  3. the source over its rate → 429 (counted, not stored);
 //  4. a signature header of the source's kind missing → 400 at once, the
 //     body unread (kept as metadata: rejected, missing_signature);
@@ -48,6 +54,9 @@ func (s *Service) capture(w http.ResponseWriter, r *http.Request) {
 		label = src.ID
 	}
 	code, refused := s.captureRequest(w, r, src, known)
+	if refused == ReasonUnknownSource && known {
+		refused = refusedToken
+	}
 	if refused != "" {
 		s.metrics.refused.WithLabelValues(label, refused).Inc()
 	}
@@ -61,7 +70,7 @@ func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Sou
 	if ok, wait := s.limits.allowAddress(clientAddr(r, s.cfg.RateLimits.TrustedProxies)); !ok {
 		return tooManyRequests(w, wait, "too many requests from this address"), refusedRateAddress
 	}
-	if !known {
+	if !known || !src.acceptsToken(r.PathValue("token")) {
 		return writeError(w, http.StatusNotFound, "unknown source"), ReasonUnknownSource
 	}
 	if !s.started.Load() {
@@ -72,11 +81,8 @@ func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Sou
 		return tooManyRequests(w, wait, "too many requests for this source"), refusedRateSource
 	}
 	c := Capture{
-		Source: src.ID, ReceivedAt: receivedAt, Method: r.Method, Path: r.RequestURI,
+		Source: src.ID, ReceivedAt: receivedAt, Method: r.Method, Path: src.storedPath(r),
 		Host: r.Host, RemoteAddr: r.RemoteAddr, Header: r.Header,
-	}
-	if c.Path == "" {
-		c.Path = r.URL.RequestURI()
 	}
 	if name := missingSignatureHeader(src.Kind, r.Header); name != "" {
 		s.keepRefused(&c, ReasonMissingSignature, "no "+name+" header", nil)

@@ -2,7 +2,9 @@ package inbound
 
 import (
 	"bytes"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -283,5 +285,70 @@ func TestAddressBucketsAreBounded(t *testing.T) {
 	clock.Add(2 * time.Second) // every bucket refills: the sweep forgets them
 	if ok, _ := l.allowAddress(addr(4)); !ok || len(l.addrs) != 1 {
 		t.Fatalf("after the refill: allowed %v, %d tracked, want a fresh bucket and 1 tracked", ok, len(l.addrs))
+	}
+}
+
+// TestPublicHandlerAnswersNosniff: every answer of the public listener
+// (accepted, refused, unknown source, unknown path, wrong method) tells
+// browsers not to guess its type.
+func TestPublicHandlerAnswersNosniff(t *testing.T) {
+	f := newFixture(t, testenv.Kfake(t))
+	s := f.service(nil, nil)
+	admin := server(t, s)
+	gh := admin.createSource(map[string]any{"id": "gh", "kind": "github", "tenant": "acme"})
+	pub := httptest.NewServer(s.PublicHandler())
+	t.Cleanup(pub.Close)
+	c := &client{t: t, base: pub.URL}
+	body := []byte(`{"repository":{"full_name":"acme/app"}}`)
+	for _, tc := range []struct {
+		method, path string
+		h            http.Header
+		want         int
+	}{
+		{http.MethodPost, "/in/gh", githubHeaders(gh.Secret, "d-1", "push", body), http.StatusAccepted},
+		{http.MethodPost, "/in/gh", githubHeaders("forged", "d-2", "push", body), http.StatusUnauthorized},
+		{http.MethodPost, "/in/gh", nil, http.StatusBadRequest},
+		{http.MethodPost, "/in/nope", nil, http.StatusNotFound},
+		{http.MethodPost, "/in/gh/" + NewCaptureToken(), nil, http.StatusNotFound},
+		{http.MethodGet, "/v1/inbound/sources", nil, http.StatusNotFound},
+		{http.MethodGet, "/in/gh", nil, http.StatusNotFound},
+	} {
+		req, err := http.NewRequest(tc.method, c.base+tc.path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(req.Header, tc.h)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s: %d with X-Content-Type-Options %q, want %d with nosniff",
+				tc.method, tc.path, resp.StatusCode, resp.Header.Get("X-Content-Type-Options"), tc.want)
+		}
+	}
+}
+
+// TestRefusedBodiesAreMarkedTruncatedOnlyWhenCut: a short forged body is
+// kept whole (truncated false, so the console does not claim bytes are
+// missing); a long one, or a too_large one, is marked truncated.
+func TestRefusedBodiesAreMarkedTruncatedOnlyWhenCut(t *testing.T) {
+	c := &Capture{Header: http.Header{}}
+	for _, tc := range []struct {
+		reason    string
+		body      []byte
+		kept      int
+		truncated bool
+	}{
+		{ReasonBadSignature, []byte(`{"a":1}`), 7, false},
+		{ReasonBadSignature, bytes.Repeat([]byte("a"), maxKeptBytes+1), maxKeptBytes, true},
+		{ReasonTooLarge, []byte(`{"a"`), 4, true},
+		{ReasonMissingSignature, nil, 0, false},
+	} {
+		k := refusedCapture(c, tc.reason, "", tc.body)
+		if len(k.Body) != tc.kept || k.Truncated != tc.truncated {
+			t.Errorf("%s with %d bytes: kept %d, truncated %v; want %d, %v", tc.reason, len(tc.body), len(k.Body), k.Truncated, tc.kept, tc.truncated)
+		}
 	}
 }

@@ -115,15 +115,17 @@ type sourceJSON struct {
 	RevisionField     string            `json:"revision_field"`
 	Coalesce          bool              `json:"coalesce"`
 	HasPreviousSecret bool              `json:"has_previous_secret"`
+	HasCaptureToken   bool              `json:"has_capture_token"`
 	CreatedAt         time.Time         `json:"created_at"`
 	UpdatedAt         time.Time         `json:"updated_at"`
 	Secret            string            `json:"secret,omitempty"`
 	PreviousSecret    string            `json:"previous_secret,omitempty"`
+	CaptureToken      string            `json:"capture_token,omitempty"`
 }
 
 func toSourceJSON(s Source, withSecrets bool) sourceJSON {
 	out := sourceJSON{
-		ID: s.ID, Kind: s.Kind, Tenant: s.Tenant, CapturePath: "/in/" + s.ID,
+		ID: s.ID, Kind: s.Kind, Tenant: s.Tenant, CapturePath: s.capturePath(withSecrets), HasCaptureToken: s.requiresToken(),
 		ToleranceSeconds: s.ToleranceSeconds, MaxBodyBytes: s.MaxBodyBytes,
 		TypeField: s.TypeField, TypePrefix: s.TypePrefix, TypeMap: s.TypeMap,
 		EntityField: s.EntityField, RevisionField: s.RevisionField, Coalesce: s.Coalesce,
@@ -133,7 +135,7 @@ func toSourceJSON(s Source, withSecrets bool) sourceJSON {
 		out.TypeMap = map[string]string{}
 	}
 	if withSecrets {
-		out.Secret, out.PreviousSecret = s.Secret, s.PreviousSecret
+		out.Secret, out.PreviousSecret, out.CaptureToken = s.Secret, s.PreviousSecret, s.CaptureToken
 	}
 	return out
 }
@@ -155,6 +157,10 @@ type sourceRequest struct {
 	EntityField      *string            `json:"entity_field"`
 	RevisionField    *string            `json:"revision_field"`
 	Coalesce         *bool              `json:"coalesce"`
+	// CaptureToken sets the token ("" removes it, and the previous one,
+	// reopening /in/{id}); PreviousCaptureToken "" ends a rotation's overlap.
+	CaptureToken         *string `json:"capture_token"`
+	PreviousCaptureToken *string `json:"previous_capture_token"`
 }
 
 // apply sets every given field on s.
@@ -171,6 +177,11 @@ func (q *sourceRequest) apply(s *Source) {
 	set(&s.TypePrefix, q.TypePrefix)
 	set(&s.EntityField, q.EntityField)
 	set(&s.RevisionField, q.RevisionField)
+	set(&s.CaptureToken, q.CaptureToken)
+	set(&s.PreviousCaptureToken, q.PreviousCaptureToken)
+	if q.CaptureToken != nil && *q.CaptureToken == "" {
+		s.PreviousCaptureToken = ""
+	}
 	if q.ToleranceSeconds != nil {
 		s.ToleranceSeconds = *q.ToleranceSeconds
 	}
@@ -293,9 +304,28 @@ func (s *Service) deleteSource(w http.ResponseWriter, r *http.Request) {
 }
 
 type secretsJSON struct {
-	SourceID       string `json:"source_id"`
-	Secret         string `json:"secret"`
-	PreviousSecret string `json:"previous_secret,omitempty"`
+	SourceID             string `json:"source_id"`
+	Secret               string `json:"secret"`
+	PreviousSecret       string `json:"previous_secret,omitempty"`
+	CaptureToken         string `json:"capture_token,omitempty"`
+	PreviousCaptureToken string `json:"previous_capture_token,omitempty"`
+	CapturePath          string `json:"capture_path"`
+}
+
+// captureTokenJSON answers a capture token rotation: the signing secrets
+// are not repeated.
+type captureTokenJSON struct {
+	SourceID             string `json:"source_id"`
+	CaptureToken         string `json:"capture_token"`
+	PreviousCaptureToken string `json:"previous_capture_token,omitempty"`
+	CapturePath          string `json:"capture_path"`
+}
+
+func secretsJSONOf(src *Source) secretsJSON {
+	return secretsJSON{
+		SourceID: src.ID, Secret: src.Secret, PreviousSecret: src.PreviousSecret, CaptureToken: src.CaptureToken,
+		PreviousCaptureToken: src.PreviousCaptureToken, CapturePath: src.capturePath(true),
+	}
 }
 
 // rotateSecret makes {"secret": new} (generated for github and standard
@@ -306,34 +336,48 @@ func (s *Service) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Secret string `json:"secret"`
 	}
+	src, ok := s.rotate(w, r, &req, func(src *Source) error {
+		if req.Secret == "" {
+			secret, ok := NewSecret(src.Kind)
+			if !ok {
+				return &ValidationError{Field: "secret", Reason: "is required for " + src.Kind + " sources: copy the new one from the provider"}
+			}
+			req.Secret = secret
+		}
+		src.PreviousSecret, src.Secret = src.Secret, req.Secret
+		return nil
+	})
+	if ok {
+		writeJSON(w, http.StatusOK, secretsJSONOf(&src))
+	}
+}
+
+// rotate is a rotation's read-modify-write: it decodes the optional JSON
+// body into req and, under writeMu, applies change to the source and
+// stores it. It returns the stored source, or false once it has answered
+// the request itself (bad body, 404, invalid, store failure).
+func (s *Service) rotate(w http.ResponseWriter, r *http.Request, req any, change func(*Source) error) (Source, bool) {
 	body, ok := readBody(w, r)
-	if !ok || (len(body) > 0 && !decodeStrict(w, body, &req)) { // the body is optional, however it is framed
-		return
+	if !ok || (len(body) > 0 && !decodeStrict(w, body, req)) { // the body is optional, however it is framed
+		return Source{}, false
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	src, ok := s.sources.Get(r.PathValue("id"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "source not found")
-		return
+		return Source{}, false
 	}
-	if req.Secret == "" {
-		secret, ok := NewSecret(src.Kind)
-		if !ok {
-			writeInvalid(w, &ValidationError{Field: "secret", Reason: "is required for " + src.Kind + " sources: copy the new one from the provider"})
-			return
-		}
-		req.Secret = secret
+	err := change(&src)
+	if err == nil {
+		src.UpdatedAt = s.cfg.Now().UTC()
+		err = src.Validate()
 	}
-	src.PreviousSecret, src.Secret = src.Secret, req.Secret
-	src.UpdatedAt = s.cfg.Now().UTC()
-	if err := src.Validate(); err != nil {
+	if err != nil {
 		writeInvalid(w, err)
-		return
+		return Source{}, false
 	}
-	if s.putSource(w, r, src) {
-		writeJSON(w, http.StatusOK, secretsJSON{SourceID: src.ID, Secret: src.Secret, PreviousSecret: src.PreviousSecret})
-	}
+	return src, s.putSource(w, r, src)
 }
 
 func (s *Service) revealSecret(w http.ResponseWriter, r *http.Request) {
@@ -347,7 +391,31 @@ func (s *Service) revealSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.InfoContext(r.Context(), "inbound: source secret revealed", "source", src.ID)
-	writeJSON(w, http.StatusOK, secretsJSON{SourceID: src.ID, Secret: src.Secret, PreviousSecret: src.PreviousSecret})
+	writeJSON(w, http.StatusOK, secretsJSONOf(&src))
+}
+
+// rotateCaptureToken makes {"capture_token": new} (generated when absent)
+// the source's token and the current one the previous, so the old URL
+// keeps working while the provider is switched; PATCH
+// {"previous_capture_token": ""} closes it. On a source without a token
+// it sets the first one, closing /in/{id} at once.
+func (s *Service) rotateCaptureToken(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		CaptureToken string `json:"capture_token"`
+	}
+	src, ok := s.rotate(w, r, &req, func(src *Source) error {
+		if req.CaptureToken == "" {
+			req.CaptureToken = NewCaptureToken()
+		}
+		src.PreviousCaptureToken, src.CaptureToken = src.CaptureToken, req.CaptureToken
+		return nil
+	})
+	if ok {
+		s.logger.InfoContext(r.Context(), "inbound: source capture token rotated", "source", src.ID)
+		writeJSON(w, http.StatusOK, captureTokenJSON{
+			SourceID: src.ID, CaptureToken: src.CaptureToken, PreviousCaptureToken: src.PreviousCaptureToken, CapturePath: src.capturePath(true),
+		})
+	}
 }
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.

@@ -464,6 +464,9 @@ func TestOpenAPIInbound(t *testing.T) {
 		t.Fatalf("the copy's outcome: %+v", page.Items)
 	}
 
+	// A source with a capture token: its own path, the token's rotation.
+	tokenPath := captureTokenCalls(t, k, s)
+
 	// 503: a service whose Kafka clients and Redis are gone (stopped after
 	// it read the sources).
 	opts, err := redis.ParseURL(f.b.RedisURL)
@@ -480,6 +483,8 @@ func TestOpenAPIInbound(t *testing.T) {
 		t.Error("503 at the door without Retry-After")
 	}
 	k.do(specCall{base: downURL, method: "POST", path: "/v1/inbound/sources", body: `{"id":"new","kind":"github","tenant":"acme"}`, want: 503})
+	k.do(specCall{base: downURL, method: "POST", path: tokenPath, body: validBody, header: signed, noAuth: true, want: 503})
+	k.do(specCall{base: downURL, method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", want: 503})
 
 	// 429: a service whose address limit is one request.
 	limited := f.service(func(c *Config) {
@@ -492,6 +497,7 @@ func TestOpenAPIInbound(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Error("429 at the door without Retry-After")
 	}
+	k.do(specCall{base: limitedURL, method: "POST", path: tokenPath, body: validBody, header: signed, noAuth: true, want: 429})
 	k.do(specCall{base: downURL, method: "PATCH", path: "/v1/inbound/sources/std", body: `{"tenant":"x"}`, want: 503})
 	k.do(specCall{base: downURL, method: "DELETE", path: "/v1/inbound/sources/std", want: 503})
 	k.do(specCall{base: downURL, method: "POST", path: "/v1/inbound/sources/small/secret/rotate", want: 503})
@@ -514,4 +520,55 @@ func TestOpenAPIInbound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// captureTokenCalls exercises a source with a capture token through the
+// spec: its capture path (202, 400, 401, 404, 413) and the token's
+// rotation. It returns the source's capture path, signed with std's
+// secret so that the 503 and 429 services can be called there too.
+func captureTokenCalls(t *testing.T, k *contract, s *Service) string {
+	t.Helper()
+	first := NewCaptureToken()
+	var tok sourceJSON
+	k.decode(specCall{method: "POST", path: "/v1/inbound/sources", want: 201,
+		body: `{"id":"tok","kind":"github","tenant":"acme","max_body_bytes":128,"capture_token":"` + first + `"}`}, &tok)
+	if tok.CapturePath != "/in/tok/"+first || tok.CaptureToken != first || !tok.HasCaptureToken {
+		t.Fatalf("created %+v", tok)
+	}
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources", body: `{"id":"x","kind":"github","tenant":"acme","capture_token":"short"}`, want: 400, field: "capture_token", invalid: true})
+
+	var rotated captureTokenJSON
+	k.decode(specCall{method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", want: 200}, &rotated)
+	if rotated.PreviousCaptureToken != first || rotated.CapturePath != "/in/tok/"+rotated.CaptureToken {
+		t.Fatalf("rotated %+v", rotated)
+	}
+	given := NewCaptureToken()
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", body: `{"capture_token":"` + given + `"}`, want: 200})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", body: `{"capture_token":"x"}`, want: 400, field: "capture_token", invalid: true})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/nope/capture-token/rotate", want: 404})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", body: `{}`, header: textPlain, want: 415, invalid: true})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", noAuth: true, want: 401, invalid: true})
+	k.do(specCall{method: "POST", path: "/v1/inbound/sources/tok/capture-token/rotate", body: `{"capture_token":"` + strings.Repeat("a", maxAdminBody) + `"}`, want: 413, invalid: true})
+	var patched sourceJSON
+	k.decode(specCall{method: "PATCH", path: "/v1/inbound/sources/tok", body: `{"previous_capture_token":""}`, want: 200}, &patched)
+	if patched.CaptureToken != "" || patched.CapturePath != "/in/tok/{capture_token}" {
+		t.Fatalf("PATCH shows %+v", patched)
+	}
+	var revealed secretsJSON
+	k.decode(specCall{method: "GET", path: "/v1/inbound/sources/tok/secret", want: 200}, &revealed)
+	if revealed.CaptureToken != given || revealed.PreviousCaptureToken != "" || revealed.CapturePath != "/in/tok/"+given {
+		t.Fatalf("revealed %+v", revealed)
+	}
+
+	path := "/in/tok/" + given
+	body := []byte(`{"repository":{"full_name":"acme/app"}}`)
+	k.do(specCall{method: "POST", path: path, body: string(body), header: githubHeaders(tok.Secret, "d1", "push", body), noAuth: true, want: 202})
+	k.do(specCall{method: "POST", path: path, body: string(body), header: githubHeaders("forged", "d2", "push", body), noAuth: true, want: 401})
+	k.do(specCall{method: "POST", path: path, body: string(body), noAuth: true, want: 400})
+	long := []byte(strings.Repeat("b", 200))
+	k.do(specCall{method: "POST", path: path, body: string(long), header: githubHeaders(tok.Secret, "d3", "push", long), noAuth: true, want: 413})
+	for _, wrong := range []string{"/in/tok", "/in/tok/" + first, "/in/tok/" + rotated.CaptureToken} {
+		k.do(specCall{method: "POST", path: wrong, body: string(body), header: githubHeaders(tok.Secret, "d4", "push", body), noAuth: true, want: 404})
+	}
+	return path
 }

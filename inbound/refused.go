@@ -26,9 +26,12 @@ func refusedCapture(c *Capture, reason, detail string, body []byte) *Capture {
 	if capped {
 		k.Detail += " (headers capped at 4 KiB)"
 	}
-	k.Body, k.Truncated = nil, false
+	// Truncated only when bytes were left out: a short forged body is kept
+	// whole, and a too_large one was not even read to its end.
+	k.Body, k.Truncated = nil, reason == ReasonTooLarge
 	if len(body) > 0 {
-		k.Body, k.Truncated = body[:min(len(body), maxKeptBytes)], true
+		k.Body = body[:min(len(body), maxKeptBytes)]
+		k.Truncated = k.Truncated || len(body) > maxKeptBytes
 	}
 	return &k
 }

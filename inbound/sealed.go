@@ -18,15 +18,31 @@ var ErrSecretsUnavailable = errors.New("the source's secrets cannot be decrypted
 // --allow-plaintext-secrets). Its fields shadow Source's secret fields.
 type sourceRecord struct {
 	Source
-	Secret         string            `json:"secret,omitempty"`
-	PreviousSecret string            `json:"previous_secret,omitempty"`
-	SecretsSealed  *secretbox.Sealed `json:"secrets_sealed,omitempty"`
+	Secret               string            `json:"secret,omitempty"`
+	PreviousSecret       string            `json:"previous_secret,omitempty"`
+	CaptureToken         string            `json:"capture_token,omitempty"`
+	PreviousCaptureToken string            `json:"previous_capture_token,omitempty"`
+	SecretsSealed        *secretbox.Sealed `json:"secrets_sealed,omitempty"`
+	// CaptureTokenSet is outside the seal so that a source whose secrets
+	// do not open still keeps its bare path closed.
+	CaptureTokenSet bool `json:"capture_token_set,omitempty"`
 }
 
 // sourceSecrets is what is sealed.
 type sourceSecrets struct {
-	Secret         string `json:"secret"`
-	PreviousSecret string `json:"previous_secret,omitempty"`
+	Secret               string `json:"secret"`
+	PreviousSecret       string `json:"previous_secret,omitempty"`
+	CaptureToken         string `json:"capture_token,omitempty"`
+	PreviousCaptureToken string `json:"previous_capture_token,omitempty"`
+}
+
+func secretsOf(s *Source) sourceSecrets {
+	return sourceSecrets{Secret: s.Secret, PreviousSecret: s.PreviousSecret, CaptureToken: s.CaptureToken, PreviousCaptureToken: s.PreviousCaptureToken}
+}
+
+func (x sourceSecrets) setOn(s *Source) {
+	s.Secret, s.PreviousSecret = x.Secret, x.PreviousSecret
+	s.CaptureToken, s.PreviousCaptureToken = x.CaptureToken, x.PreviousCaptureToken
 }
 
 // sourceAAD binds a source's sealed secrets to its id, so that they cannot
@@ -34,10 +50,11 @@ type sourceSecrets struct {
 func sourceAAD(id string) string { return "laneway/source/" + id }
 
 func encodeSource(src Source, ring *secretbox.Ring) ([]byte, error) {
-	rec := sourceRecord{Source: src}
-	secrets := sourceSecrets{Secret: src.Secret, PreviousSecret: src.PreviousSecret}
+	rec := sourceRecord{Source: src, CaptureTokenSet: src.CaptureToken != ""}
+	secrets := secretsOf(&src)
 	if ring == nil {
 		rec.Secret, rec.PreviousSecret = secrets.Secret, secrets.PreviousSecret
+		rec.CaptureToken, rec.PreviousCaptureToken = secrets.CaptureToken, secrets.PreviousCaptureToken
 		return json.Marshal(rec)
 	}
 	sealed, err := ring.SealJSON(sourceAAD(src.ID), secrets)
@@ -62,13 +79,13 @@ func decodeSource(id string, value []byte, ring *secretbox.Ring) (Source, string
 	}
 	src := rec.Source
 	if rec.SecretsSealed == nil {
-		src.Secret, src.PreviousSecret = rec.Secret, rec.PreviousSecret
+		sourceSecrets{rec.Secret, rec.PreviousSecret, rec.CaptureToken, rec.PreviousCaptureToken}.setOn(&src)
 		return src, "", nil
 	}
 	var secrets sourceSecrets
 	if err := ring.OpenJSON(sourceAAD(id), rec.SecretsSealed, &secrets); err != nil {
-		src.heldErr = err
+		src.heldErr, src.heldToken = err, rec.CaptureTokenSet
 	}
-	src.Secret, src.PreviousSecret = secrets.Secret, secrets.PreviousSecret
+	secrets.setOn(&src)
 	return src, rec.SecretsSealed.KeyID, nil
 }

@@ -345,6 +345,7 @@ func (s *Service) Finder() *Finder { return s.finder }
 // Routes are the front door's handlers, for api.Config.Routes:
 //
 //	POST   /in/{source}                             public: the capture front door
+//	POST   /in/{source}/{token}                     public: the same, for a source with a capture token
 //	POST   /v1/inbound/sources                      create a source (201, secrets shown once)
 //	GET    /v1/inbound/sources                      list sources (no secrets)
 //	GET    /v1/inbound/sources/{id}                 one source (no secrets)
@@ -352,30 +353,43 @@ func (s *Service) Finder() *Finder { return s.finder }
 //	DELETE /v1/inbound/sources/{id}                 delete (204)
 //	POST   /v1/inbound/sources/{id}/secret/rotate   new current secret, old one kept as previous
 //	GET    /v1/inbound/sources/{id}/secret          reveal the secrets
+//	POST   /v1/inbound/sources/{id}/capture-token/rotate  new capture token, old one kept as previous
 //	GET    /v1/inbound/requests                     list by source, status, job, since, until
 //	GET    /v1/inbound/requests/{id}                one captured request, headers and body
 //	GET    /v1/inbound/requests/{id}/body           its body bytes, exactly
 //	POST   /v1/inbound/replays                      re-verify or re-publish (202, background job)
 //	GET    /v1/inbound/replays/{id}                 replay progress
 func (s *Service) Routes() []api.Route {
-	return append([]api.Route{s.captureRoute()}, s.AdminRoutes()...)
+	return append(s.captureRoutes(), s.AdminRoutes()...)
 }
 
-func (s *Service) captureRoute() api.Route {
-	return api.Route{Pattern: "POST /in/{source}", Handler: http.HandlerFunc(s.capture), Public: true}
+// captureRoutes are the front door: /in/{source}, and /in/{source}/{token}
+// for a source with a capture token (capturetoken.go).
+func (s *Service) captureRoutes() []api.Route {
+	h := http.HandlerFunc(s.capture)
+	return []api.Route{
+		{Pattern: "POST /in/{source}", Handler: h, Public: true},
+		{Pattern: "POST /in/{source}/{token}", Handler: h, Public: true},
+	}
 }
 
-// PublicHandler serves the capture route alone, for a listener that faces
-// the internet: nothing else (no admin route, no console, no metrics) is
-// reachable through it; every other path is a JSON 404.
+// PublicHandler serves the capture routes alone, for a listener that
+// faces the internet: nothing else (no admin route, no console, no
+// metrics) is reachable through it; every other path is a JSON 404. Every
+// response carries X-Content-Type-Options: nosniff, so that no browser
+// renders an answer (which may echo a path) as anything but its type.
 func (s *Service) PublicHandler() http.Handler {
 	mux := http.NewServeMux()
-	r := s.captureRoute()
-	mux.Handle(r.Pattern, r.Handler)
+	for _, r := range s.captureRoutes() {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not found: this listener serves POST /in/{source} only")
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // AdminRoutes are Routes without the capture route, for an API listener
@@ -390,6 +404,7 @@ func (s *Service) AdminRoutes() []api.Route {
 		admin("DELETE /v1/inbound/sources/{id}", s.deleteSource),
 		admin("POST /v1/inbound/sources/{id}/secret/rotate", s.rotateSecret),
 		admin("GET /v1/inbound/sources/{id}/secret", s.revealSecret),
+		admin("POST /v1/inbound/sources/{id}/capture-token/rotate", s.rotateCaptureToken),
 		admin("GET /v1/inbound/requests", s.listRequests),
 		admin("GET /v1/inbound/requests/{id}", s.getRequest),
 		admin("GET /v1/inbound/requests/{id}/body", s.getRequestBody),

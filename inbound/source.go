@@ -51,6 +51,12 @@ type Source struct {
 	// still accepted, so that a rotation at the provider loses nothing.
 	Secret         string `json:"secret"`
 	PreviousSecret string `json:"previous_secret,omitempty"`
+	// CaptureToken, when set, makes the capture URL /in/{ID}/{CaptureToken}
+	// and the bare /in/{ID} unknown (see capturetoken.go);
+	// PreviousCaptureToken is still accepted while the provider switches.
+	// Both are secrets, sealed with the signing secrets.
+	CaptureToken         string `json:"capture_token,omitempty"`
+	PreviousCaptureToken string `json:"previous_capture_token,omitempty"`
 	// ToleranceSeconds bounds the distance between a signed timestamp and
 	// the time the request was received (stripe, slack, standard).
 	ToleranceSeconds int64 `json:"tolerance_seconds"`
@@ -80,6 +86,9 @@ type Source struct {
 	// heldErr, set by the store, says why the stored secrets do not open
 	// here: the source then has none and Verify rejects its requests.
 	heldErr error
+	// heldToken says that a held source has a capture token (which did
+	// not open either): its bare path stays unknown.
+	heldToken bool
 }
 
 // Tolerance is the source's timestamp tolerance as a duration.
@@ -150,6 +159,9 @@ func (s *Source) Validate() error {
 		return err
 	}
 	if err := validateSecret(s.Kind, "previous_secret", s.PreviousSecret, false); err != nil {
+		return err
+	}
+	if err := validateCaptureTokens(s.CaptureToken, s.PreviousCaptureToken); err != nil {
 		return err
 	}
 	if s.ToleranceSeconds < 1 || time.Duration(s.ToleranceSeconds)*time.Second > MaxTolerance {
