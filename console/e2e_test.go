@@ -42,8 +42,8 @@ const (
 // serve` serves it, on the API's own listener: sign in with the admin
 // token, read the endpoints table, pause, resume and retune an endpoint,
 // redrive its dead letter, search events by time range, and follow
-// webhooks through the inbound front door (a verified and a rejected
-// request, re-verify and re-publish). Each effect is checked through the
+// webhooks through the inbound front door (a private capture URL; a
+// verified, a refused and an unmapped request; re-verify and re-publish). Each effect is checked through the
 // API, and screenshots are saved to $LANEWAY_ARTIFACTS (a temporary
 // directory when unset).
 func TestConsoleInBrowser(t *testing.T) {
@@ -226,15 +226,29 @@ func startLaneway(t *testing.T) *app.App {
 	return a
 }
 
-// inboundSteps sends a signed and a tampered webhook to a Standard Webhooks
-// source's front door, finds them verified and rejected on the Inbound
-// page, opens the rejected one, re-verifies it and re-publishes the
-// verified one, checking each job and each copy's outcome through the API.
+// inboundSteps drives the inbound front door of a Standard Webhooks source
+// with a private capture URL (a capture token): a signed request (verified
+// and forwarded), a forged one (refused with 401 at the door and kept as
+// metadata) and a signed one without an event type (stored whole, rejected
+// unmapped by the verify stage). On the Inbound page it finds them, opens
+// the refused one (nothing to replay), re-verifies the unmapped one
+// (rejected again), re-publishes the verified one, then fixes the mapping
+// and re-verifies every rejected request of the hour: the refusal is
+// skipped, the unmapped request and its copy are verified (one forwarded,
+// one a duplicate). Each job and copy is checked through the API.
 func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 	code, out := c.do(http.MethodPost, "/v1/inbound/sources", map[string]any{"id": "partner", "kind": "standard", "tenant": "acme", "type_prefix": "partner."})
 	var src struct{ Secret string }
 	if code != http.StatusCreated || json.Unmarshal(out, &src) != nil || src.Secret == "" {
 		t.Fatalf("create inbound source: %d %s", code, out)
+	}
+	code, out = c.do(http.MethodPost, "/v1/inbound/sources/partner/capture-token/rotate", nil)
+	var tok struct {
+		CaptureToken string `json:"capture_token"`
+		CapturePath  string `json:"capture_path"`
+	}
+	if code != http.StatusOK || json.Unmarshal(out, &tok) != nil || tok.CaptureToken == "" {
+		t.Fatalf("set the capture token: %d %s", code, out)
 	}
 	wh, err := standardwebhooks.NewWebhook(src.Secret)
 	if err != nil {
@@ -242,15 +256,29 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 	}
 	// Markup in the bodies must show as text, never become elements.
 	good := []byte(`{"type":"order.paid","data":{"id":"ord_7","note":"<img src=x id=injected-img>"}}`)
-	forged := []byte(`{"type":"order.paid","data":{"id":"ord_8","note":"<script id=injected-script>alert(1)</script>"}}`)
-	validID := c.capture("partner", wh, "msg_good", good, good)
-	tamperedID := c.capture("partner", wh, "msg_forged", good, forged) // signed for another body
+	forged := []byte(`{"type":"order.paid","data":{"id":"ord_8","note":"<script id=injected-forged>alert(1)</script>"}}`)
+	untyped := []byte(`{"kind":"order.refunded","data":{"id":"ord_9","note":"<script id=injected-script>alert(1)</script>"}}`)
+	if code, _ := c.capture("partner", wh, "msg_good", good, good); code != http.StatusNotFound {
+		t.Fatalf("POST /in/partner of a source with a capture token: %d, want 404", code)
+	}
+	validID := c.mustCapture(tok.CapturePath, wh, "msg_good", good, good)
+	if code, _ := c.capture(tok.CapturePath, wh, "msg_forged", good, forged); code != http.StatusUnauthorized { // signed for another body
+		t.Fatalf("POST of a forged request: %d, want 401", code)
+	}
+	untypedID := c.mustCapture(tok.CapturePath, wh, "msg_untyped", untyped, untyped)
 
 	var valid inboundItem
-	c.eventually("the API lists one verified and one rejected request", func() bool {
+	var refusedID string
+	c.eventually("the API lists one verified, one refused and one unmapped request", func() bool {
 		items := c.inboundItems("/v1/inbound/requests?source=partner")
-		valid = items[validID]
-		return valid.Status == "verified" && items[tamperedID].Status == "rejected" && items[tamperedID].Reason == "bad_signature"
+		valid, refusedID = items[validID], ""
+		for id, it := range items {
+			if it.Reason == "bad_signature" {
+				refusedID = id
+			}
+		}
+		return len(items) == 3 && valid.Status == "verified" && refusedID != "" &&
+			items[untypedID].Status == "rejected" && items[untypedID].Reason == "unmapped"
 	})
 	c.eventually("the verified webhook reached endpoint B as an event", func() bool { return recvB.delivered(valid.EventID) })
 
@@ -258,10 +286,14 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 		chromedp.Click(chromedp.CSS(`a[data-nav="inbound"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#inbound-sources-body tr[data-source-id="partner"]`)),
 	)
-	b.poll("one verified and one rejected request are listed", fmt.Sprintf(
+	b.poll("the source shows its private capture path, not its token", fmt.Sprintf(
+		`document.querySelector('#inbound-sources-body tr[data-source-id="partner"]').textContent.includes('POST /in/partner/{capture_token}') && `+
+			`!document.body.textContent.includes(%q)`, tok.CaptureToken))
+	b.poll("one verified and two rejected requests are listed", fmt.Sprintf(
 		`document.querySelector('#inbound-body tr[data-request-id=%q][data-status="verified"]') !== null && `+
-			`(document.querySelector('#inbound-body tr[data-request-id=%q][data-status="rejected"]')?.textContent || '').includes('bad_signature')`,
-		validID, tamperedID))
+			`(document.querySelector('#inbound-body tr[data-request-id=%q][data-status="rejected"]')?.textContent || '').includes('bad_signature') && `+
+			`(document.querySelector('#inbound-body tr[data-request-id=%q][data-status="rejected"]')?.textContent || '').includes('unmapped')`,
+		validID, refusedID, untypedID))
 	b.shot("09-inbound")
 
 	b.do("filter the rejected requests of the source",
@@ -269,33 +301,49 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 		chromedp.SetValue(chromedp.ID("inbound-status"), "rejected"),
 		chromedp.Click(chromedp.ID("inbound-search")),
 	)
-	b.poll("only the rejected one is listed", fmt.Sprintf(
+	b.poll("only the two rejected ones are listed", fmt.Sprintf(
 		`location.hash.includes('status=rejected') && location.hash.includes('source=partner') && `+
-			`document.querySelectorAll('#inbound-body tr[data-request-id]').length === 1 && `+
-			`document.querySelector('#inbound-body tr[data-request-id=%q]') !== null`, tamperedID))
+			`document.querySelectorAll('#inbound-body tr[data-request-id]').length === 2 && `+
+			`document.querySelector('#inbound-body tr[data-request-id=%q]') !== null && `+
+			`document.querySelector('#inbound-body tr[data-request-id=%q]') !== null`, refusedID, untypedID))
 
-	// The request page: outcome, headers and body, as text.
-	b.do("open the rejected request",
-		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#inbound-body tr[data-request-id=%q] a`, tamperedID))),
+	// The refused request: its metadata and the body as text, nothing to replay.
+	b.do("open the refused request",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#inbound-body tr[data-request-id=%q] a`, refusedID))),
 		chromedp.WaitVisible(chromedp.ID("replay-reverify")),
 	)
-	b.poll("the page shows the reason, the headers and the body as text",
+	b.poll("the page shows the refusal, the headers and the body as text, and offers no replay", fmt.Sprintf(
 		`(document.getElementById('request-reason')?.textContent || '') === 'bad_signature' && `+
+			`document.getElementById('request-meta').textContent.includes('/in/partner/{capture_token}') && `+
+			`!document.body.textContent.includes(%q) && `+
 			`document.querySelector('#request-headers tr[data-header="Webhook-Signature"]') !== null && `+
-			`document.getElementById('request-body').textContent.includes('<script id=injected-script>') && `+
-			`document.getElementById('request-body').children.length === 0 && document.getElementById('injected-script') === null`)
-	b.shot("10-inbound-request")
+			`document.getElementById('request-body').textContent.includes('<script id=injected-forged>') && `+
+			`document.getElementById('request-body').children.length === 0 && document.getElementById('injected-forged') === null && `+
+			`document.getElementById('request-body-note').textContent.includes('refused at the door') && `+
+			`document.getElementById('replay-reverify').disabled && document.getElementById('replay-republish').disabled && `+
+			`document.getElementById('replay-note').textContent.includes('Refused at the door (bad_signature)')`, tok.CaptureToken))
+	b.shot("10-inbound-refused")
 
+	// The unmapped request was stored whole: re-verify it.
+	b.do("open the unmapped request",
+		chromedp.Navigate(c.base+"/#/inbound/requests/"+untypedID),
+		chromedp.WaitVisible(chromedp.ID("replay-reverify")),
+	)
+	b.poll("the page shows the reason and the body as text", `(document.getElementById('request-reason')?.textContent || '') === 'unmapped' && `+
+		`document.getElementById('request-body').textContent.includes('<script id=injected-script>') && `+
+		`document.getElementById('request-body').children.length === 0 && document.getElementById('injected-script') === null && `+
+		`!document.getElementById('replay-reverify').disabled`)
+	b.shot("11-inbound-request")
 	b.do("re-verify it",
 		chromedp.Click(chromedp.ID("replay-reverify")),
 		chromedp.WaitVisible(chromedp.CSS(`#replay-progress[data-status="done"]`)),
 	)
 	b.poll("the copy's outcome is shown", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
 		`document.querySelector('#replay-outcomes-body tr[data-status="rejected"]') !== null`)
-	b.shot("11-inbound-reverify")
+	b.shot("12-inbound-reverify")
 	reverify := c.replay(run(b, "read the job id", chromedp.Text(chromedp.ID("replay-job"))))
 	if reverify.Status != "done" || reverify.Matched != 1 || reverify.Replayed != 1 || reverify.Request.Action != "reverify" ||
-		len(reverify.Request.IDs) != 1 || reverify.Request.IDs[0] != tamperedID {
+		len(reverify.Request.IDs) != 1 || reverify.Request.IDs[0] != untypedID {
 		t.Fatalf("re-verify job: %+v", reverify)
 	}
 	copies := c.inboundItems("/v1/inbound/requests?job=" + url.QueryEscape(reverify.ID))
@@ -303,8 +351,8 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 		t.Fatalf("re-verify job %s: %d copies listed, want 1", reverify.ID, len(copies))
 	}
 	for _, it := range copies {
-		if it.ReplayOf != tamperedID || it.Status != "rejected" || it.Reason != "bad_signature" {
-			t.Fatalf("re-verified copy %+v: want a rejected copy of %s (the signature is still wrong)", it, tamperedID)
+		if it.ReplayOf != untypedID || it.Status != "rejected" || it.Reason != "unmapped" {
+			t.Fatalf("re-verified copy %+v: want a rejected copy of %s (the mapping is unchanged)", it, untypedID)
 		}
 	}
 
@@ -321,7 +369,7 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 	)
 	b.poll("the copy was verified and forwarded", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
 		`document.querySelector('#replay-outcomes-body tr[data-status="verified"]') !== null`)
-	b.shot("12-inbound-republish")
+	b.shot("13-inbound-republish")
 	republish := c.replay(run(b, "read the job id", chromedp.Text(chromedp.ID("replay-job"))))
 	if republish.Status != "done" || republish.Replayed != 1 || republish.Request.Action != "republish" {
 		t.Fatalf("re-publish job: %+v", republish)
@@ -333,24 +381,36 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 		}
 	}
 
-	// A time range: every rejected request of the source decided since
-	// then, the original and its re-verified copy.
+	// Fix the mapping, then re-verify every rejected request of the source
+	// decided in the last hour: the refusal (skipped: only metadata), the
+	// unmapped request and its copy (now verified; one is a duplicate).
+	if code, out := c.do(http.MethodPatch, "/v1/inbound/sources/partner", map[string]any{"type_field": "kind"}); code != http.StatusOK {
+		t.Fatalf("PATCH the type field: %d %s", code, out)
+	}
 	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	b.do("re-verify the rejected requests of the last hour",
 		chromedp.Navigate(c.base+"/#/inbound?"+url.Values{"source": {"partner"}, "status": {"rejected"}, "since": {since}}.Encode()),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#inbound-body tr[data-request-id=%q]`, tamperedID))),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#inbound-body tr[data-request-id=%q]`, untypedID))),
 		chromedp.WaitEnabled(chromedp.ID("replay-all")),
 		chromedp.Click(chromedp.ID("replay-all")),
 		chromedp.WaitVisible(chromedp.CSS(`#replay-progress[data-status="done"]`)),
 	)
-	b.poll("both copies were rejected again", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
-		`document.querySelectorAll('#replay-outcomes-body tr[data-status="rejected"]').length === 2`)
-	b.shot("13-inbound-replay-range")
+	b.poll("the two copies were verified, one forwarded and one a duplicate", `document.getElementById('replay-outcomes')?.dataset.complete === 'true' && `+
+		`document.querySelectorAll('#replay-outcomes-body tr[data-status="verified"]').length === 1 && `+
+		`document.querySelectorAll('#replay-outcomes-body tr[data-status="duplicate"]').length === 1`)
+	b.shot("14-inbound-replay-range")
 	byRange := c.replay(run(b, "read the job id", chromedp.Text(chromedp.ID("replay-job"))))
-	if byRange.Status != "done" || byRange.Matched != 2 || byRange.Replayed != 2 || byRange.Request.Action != "reverify" ||
+	if byRange.Status != "done" || byRange.Matched != 3 || byRange.Replayed != 2 || byRange.Skipped != 1 || byRange.Request.Action != "reverify" ||
 		byRange.Request.Source != "partner" || byRange.Request.Status != "rejected" || len(byRange.Request.IDs) != 0 {
-		t.Fatalf("range job: %+v", byRange)
+		t.Fatalf("range job: %+v, want 3 matched: 2 replayed and the refusal skipped", byRange)
 	}
+	var forwarded inboundItem
+	for _, it := range c.inboundItems("/v1/inbound/requests?job=" + url.QueryEscape(byRange.ID)) {
+		if it.Status == "verified" {
+			forwarded = it
+		}
+	}
+	c.eventually("the re-verified webhook reached endpoint B", func() bool { return forwarded.EventID != "" && recvB.delivered(forwarded.EventID) })
 }
 
 func testLogger() *slog.Logger {
@@ -455,16 +515,20 @@ func (c client) publish(env map[string]any) {
 	}
 }
 
-// capture posts body to the source's public front door (no token) with a
-// Standard Webhooks signature made over signed, and returns the request id.
-func (c client) capture(source string, wh *standardwebhooks.Webhook, msgID string, signed, body []byte) string {
+// capture posts body to a capture path ("partner" means /in/partner)
+// with a Standard Webhooks signature made over signed, and returns the
+// status and the request id of a 202.
+func (c client) capture(path string, wh *standardwebhooks.Webhook, msgID string, signed, body []byte) (int, string) {
 	c.t.Helper()
+	if !strings.HasPrefix(path, "/") {
+		path = "/in/" + path
+	}
 	now := time.Now()
 	sig, err := wh.Sign(msgID, now, signed)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, c.base+"/in/"+source, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -478,10 +542,18 @@ func (c client) capture(source string, wh *standardwebhooks.Webhook, msgID strin
 	}
 	defer resp.Body.Close()
 	var out struct{ ID string }
-	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil || out.ID == "" {
-		c.t.Fatalf("POST /in/%s: %d", source, resp.StatusCode)
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out.ID
+}
+
+// mustCapture is capture that wants a 202.
+func (c client) mustCapture(path string, wh *standardwebhooks.Webhook, msgID string, signed, body []byte) string {
+	c.t.Helper()
+	code, id := c.capture(path, wh, msgID, signed, body)
+	if code != http.StatusAccepted || id == "" {
+		c.t.Fatalf("POST %s: %d", path, code)
 	}
-	return out.ID
+	return id
 }
 
 type inboundItem struct {
@@ -528,6 +600,7 @@ type replayJob struct {
 	} `json:"request"`
 	Matched  int `json:"matched"`
 	Replayed int `json:"replayed"`
+	Skipped  int `json:"skipped"`
 }
 
 func (c client) replay(id string) replayJob {

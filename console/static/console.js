@@ -820,7 +820,8 @@ function sourcesTable(ctx) {
       return el('tr', { 'data-source-id': src.id },
         td([el('a', { href: `#/inbound?${new URLSearchParams({ source: src.id, since: hourAgo() })}`, class: 'mono', text: src.id,
           title: 'Requests of the last hour' }),
-        el('span', { class: 'sub mono', text: 'POST ' + src.capture_path })]),
+        el('span', { class: 'sub mono', text: 'POST ' + src.capture_path,
+          title: src.has_capture_token ? 'A private capture URL: the token is shown by GET /v1/inbound/sources/{id}/secret' : undefined })]),
         td(src.kind),
         td(src.tenant),
         td([el('span', { class: 'mono', text: `${src.type_prefix}‹${src.type_field}›` }),
@@ -993,7 +994,8 @@ function inboundRequestPage(ctx, id) {
     const notes = [req.body_bytes < 1024 ? `${num(req.body_bytes)} bytes` : `${fmtBytes(req.body_bytes)} (${num(req.body_bytes)} bytes)`];
     if (text === null) notes.push('not UTF-8 text: shown as base64');
     else if (pretty.checked) notes.push('reformatted; untick to see the bytes as received');
-    if (req.truncated) notes.push('only the first bytes were kept (refused as too large)');
+    if (req.refused === 'missing_signature') notes.push('refused at the door before its body was read');
+    else if (req.refused) notes.push(req.truncated ? 'refused at the door: only the first bytes were kept' : 'refused at the door: kept whole, for forensics only');
     bodyNote.textContent = notes.join(' · ');
     bodyPre.textContent = shown; // text, never HTML
   };
@@ -1029,7 +1031,8 @@ function inboundRequestPage(ctx, id) {
     const refused = !!req.refused;
     reverifyBtn.disabled = refused;
     republishBtn.disabled = refused;
-    if (refused) replayNote.textContent = 'Refused at the door (' + req.refused + '): there is nothing to verify again.';
+    if (refused) replayNote.textContent = 'Refused at the door (' + req.refused + '): only its metadata was kept, so it cannot be ' +
+      're-verified or re-published; the sender was answered with the refusal.';
     const m = [
       ['Source', el('a', { href: `#/inbound?${new URLSearchParams({ source: req.source, since: hourAgo() })}`, class: 'mono', text: req.source })],
       ['Method', req.method],
@@ -1037,7 +1040,7 @@ function inboundRequestPage(ctx, id) {
       ['Host', req.host],
       ['Remote address', el('span', { class: 'mono', text: req.remote_addr })],
       ['Received', fmtTime(req.received_at)],
-      ['Body', `${num(req.body_bytes)} bytes`],
+      ['Body', req.truncated ? `first ${num(req.body_bytes)} bytes kept` : `${num(req.body_bytes)} bytes`],
     ];
     if (req.refused) m.push(['Refused', `${req.refused}${req.detail ? ': ' + req.detail : ''}`]);
     if (req.replay_of) m.push(['Copy of', requestLink(req.replay_of)], ['Replay', `${req.action} · ${req.job}`]);
