@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"io"
+	"net/http"
 	"net/netip"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,5 +27,46 @@ func TestFrontDoorFlags(t *testing.T) {
 	}
 	if _, _, err := parseServe([]string{"--inbound-trusted-proxies", "ingress"}, func(string) string { return "" }, io.Discard); err == nil {
 		t.Fatal("a proxy that is not a CIDR was accepted")
+	}
+}
+
+// TestServeBannerNamesThePublicAddress: with --public-addr the banner
+// prints the front door's own address, and that address serves the front
+// door (an unknown source's JSON 404, nosniff) but not the console.
+func TestServeBannerNamesThePublicAddress(t *testing.T) {
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{
+			"--http-addr", "127.0.0.1:0", "--public-addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0", "--data-dir", "",
+		}, &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	base := waitForBanner(t, &stdout, &stderr, done)
+	m := regexp.MustCompile(`Front door: +(http://[0-9.:]+)/in/\{source\}`).FindStringSubmatch(stdout.String())
+	if m == nil || m[1] == base {
+		t.Fatalf("the banner names no front door of its own (API at %s):\n%s", base, stdout.String())
+	}
+	resp, err := http.Post(m[1]+"/in/nope", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "unknown source") || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("POST %s/in/nope: %d %s %v, want the front door's 404", m[1], resp.StatusCode, body, resp.Header)
+	}
+	if resp, err = http.Get(m[1] + "/"); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET %s/: %d, want 404 (the console is not on the public listener)", m[1], resp.StatusCode)
 	}
 }

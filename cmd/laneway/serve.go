@@ -205,9 +205,13 @@ func printWelcome(w io.Writer, a *app.App, withToken bool) {
 		auth = ` -H "Authorization: Bearer $LANEWAY_ADMIN_TOKEN"`
 	}
 	base := "http://" + a.HTTPAddr()
+	frontDoor := ""
+	if addr := a.PublicAddr(); addr != "" { // --public-addr: the only address to expose to providers
+		frontDoor = "\n  Front door:      http://" + addr + "/in/{source}   (public listener: inbound webhooks only)"
+	}
 	fmt.Fprintf(w, `Laneway is running.
   Console:         %[1]s/
-  API and metrics: %[1]s   (/v1/..., /openapi.json, /metrics, /healthz, /readyz)
+  API and metrics: %[1]s   (/v1/..., /openapi.json, /metrics, /healthz, /readyz)%[5]s
   Kafka:           %[2]s
   Redis:           %[3]s
 
@@ -216,5 +220,5 @@ Create an endpoint:
 
 Publish an event:
   curl -s%[4]s -H 'Content-Type: application/json' -X POST %[1]s/v1/events -d '{"type":"order.updated","tenant":"acme","entity":"order:123","revision":1,"coalesce":true,"data":{"status":"paid"}}'
-`, base, kafka, a.RedisURL(), auth)
+`, base, kafka, a.RedisURL(), auth, frontDoor)
 }

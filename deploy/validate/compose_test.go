@@ -2,10 +2,12 @@ package validate
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -149,6 +151,9 @@ func TestCompose(t *testing.T) {
 		if tok := s.Environment["LANEWAY_ADMIN_TOKEN"]; strings.HasPrefix(args["http-addr"], "0.0.0.0:") && (tok == nil || *tok == "") {
 			t.Errorf("%s listens on %s without LANEWAY_ADMIN_TOKEN: Laneway refuses to start", name, args["http-addr"])
 		}
+		if !publishes(s, args["public-addr"]) {
+			t.Errorf("%s: --public-addr %q is not set or not published to the host: the front door must have a listener of its own", name, args["public-addr"])
+		}
 		if args["allow-targets"] == "" || p.Networks["laneway"].Ipam.Config == nil ||
 			args["allow-targets"] != p.Networks["laneway"].Ipam.Config[0].Subnet {
 			t.Errorf("%s: --allow-targets %q must be the compose network's subnet, so the demo receivers are reachable", name, args["allow-targets"])
@@ -227,4 +232,19 @@ func TestCompose(t *testing.T) {
 	if mounted["/etc/grafana/provisioning"] != repoPath("deploy", "grafana", "provisioning") {
 		t.Error("grafana does not mount deploy/grafana/provisioning at /etc/grafana/provisioning")
 	}
+}
+
+// publishes says whether addr (host:port) is set and its port is published
+// by the service.
+func publishes(s types.ServiceConfig, addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	for _, p := range s.Ports {
+		if strconv.FormatUint(uint64(p.Target), 10) == port && p.Published != "" {
+			return true
+		}
+	}
+	return false
 }
