@@ -36,10 +36,10 @@ import (
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/kafkaconn"
 	"github.com/laneway/laneway/notify"
-	"github.com/laneway/laneway/redisconn"
 	"github.com/laneway/laneway/topics"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/kafkaconn"
-	"github.com/laneway/laneway/redisconn"
 	"github.com/laneway/laneway/topics"
 )
 

@@ -3,9 +3,9 @@ package main
 import (
 	"flag"
 
+	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/tlsfiles"
-	"github.com/laneway/laneway/kafkaconn"
-	"github.com/laneway/laneway/redisconn"
 )
 
 // connFlags binds the Kafka and Redis connection security settings. Each

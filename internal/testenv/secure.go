@@ -4,8 +4,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/laneway/laneway/kafkaconn"
-	"github.com/laneway/laneway/redisconn"
+	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/redisconn"
 )
 
 // Variables the test command sets for the authenticated services (see

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/tlsfiles/tlstest"
-	"github.com/laneway/laneway/redisconn"
 )
 
 const secret = "s3cr3t-Pa55"
