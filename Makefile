@@ -3,7 +3,7 @@
 
 GO ?= go
 
-.PHONY: build run test test-short sim soak env-up env-down
+.PHONY: build run check test test-short sim soak env-up env-down
 
 BIN ?= bin/laneway
 
@@ -13,8 +13,15 @@ build:
 run:
 	$(GO) run ./cmd/laneway serve
 
+# gofmt, go vet and tidy modules (the root module and deploy/validate's).
+check:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	cd deploy/validate && $(GO) mod tidy -diff
+
 # Real Kafka + Redis, go test -race ./... ; pass ARGS="./engine/... -run X" to narrow.
-test:
+test: check
 	bash scripts/testenv.sh test $(ARGS)
 	$(MAKE) sim
 	bash deploy/validate/install-promtool.sh
