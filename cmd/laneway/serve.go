@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/secretbox"
@@ -45,20 +46,20 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.DurationVar(&cfg.Topics.InboundRetention, "inbound-retention", 30*24*time.Hour, "retention of captured inbound requests when created")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "stable unique name of this instance (default: hostname)")
 	fs.Var(&lists.allow, "allow-targets", "comma-separated CIDRs delivery may reach despite the SSRF guard (e.g. 127.0.0.0/8)")
-	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 5*time.Second, "limit on one whole HTTP delivery attempt")
+	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", deliver.DefaultTimeout, "limit on one whole HTTP delivery attempt")
 	fs.DurationVar(&cfg.Retry.Base, "retry-base", deliver.DefaultRetryBase, "first retry delay; doubles per attempt")
 	fs.DurationVar(&cfg.Retry.Max, "retry-max", deliver.DefaultRetryMax, "cap on one retry delay (and on Retry-After)")
 	fs.IntVar(&cfg.Retry.MaxAttempts, "max-attempts", deliver.DefaultMaxAttempts, "attempts before a delivery is dead")
 	fs.DurationVar(&cfg.Retry.MaxAge, "max-age", deliver.DefaultMaxAge, "age after which a delivery is dead")
-	fs.DurationVar(&cfg.CommitInterval, "commit-interval", time.Second, "how often delivery watermarks are committed")
-	fs.IntVar(&cfg.Breaker.Threshold, "breaker-threshold", 20, "consecutive failures that pause an endpoint")
-	fs.DurationVar(&cfg.Breaker.FirstPause, "breaker-pause", 5*time.Minute, "first pause of an endpoint whose breaker opens")
-	fs.DurationVar(&cfg.Breaker.MaxPause, "breaker-max-pause", time.Hour, "longest pause; each failed probe round doubles it")
-	fs.DurationVar(&cfg.DisableAfter, "disable-after", 5*24*time.Hour, "disable an endpoint failing this long without a success")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", engine.DefaultCommitInterval, "how often delivery watermarks are committed")
+	fs.IntVar(&cfg.Breaker.Threshold, "breaker-threshold", breaker.DefaultThreshold, "consecutive failures that pause an endpoint")
+	fs.DurationVar(&cfg.Breaker.FirstPause, "breaker-pause", breaker.DefaultFirstPause, "first pause of an endpoint whose breaker opens")
+	fs.DurationVar(&cfg.Breaker.MaxPause, "breaker-max-pause", breaker.DefaultMaxPause, "longest pause; each failed probe round doubles it")
+	fs.DurationVar(&cfg.DisableAfter, "disable-after", partition.DefaultDisableAfter, "disable an endpoint failing this long without a success")
 	fs.BoolVar(&cfg.KafkaTransactionV2, "kafka-transaction-v2", false, "use Kafka's transaction protocol v2 (KIP-890 part 2) where the cluster offers it; off: v2 lost deliveries after unclean broker restarts (docs/reliability.md)")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 45*time.Second, "how long a silent instance keeps its partitions (consumer group session timeout)")
-	fs.DurationVar(&cfg.ParkAfter, "park-after", 30*time.Second, "park a lane whose oldest pending delivery has waited this long")
-	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", 10000, "park a lane holding more unstarted deliveries than this")
+	fs.DurationVar(&cfg.ParkAfter, "park-after", partition.DefaultParkAfter, "park a lane whose oldest pending delivery has waited this long")
+	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", partition.DefaultLaneBuffer, "park a lane holding more unstarted deliveries than this")
 	fs.Int64Var(&cfg.LaneBytes, "lane-bytes", partition.DefaultLaneBytes, "park a lane holding more bytes of deliveries than this")
 	fs.Int64Var(&cfg.InstanceBytes, "instance-bytes", engine.DefaultInstanceBytes, "park the largest lanes while all lanes together hold more bytes than this")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", engine.DefaultMaxInFlight(), "cap on the instance's delivery attempts in flight, shared fairly among endpoints (default: half the file-descriptor limit)")
