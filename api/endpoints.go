@@ -17,6 +17,7 @@ type endpointJSON struct {
 	URL            string    `json:"url"`
 	EventTypes     []string  `json:"event_types"`
 	MaxConcurrency int       `json:"max_concurrency"`
+	Payload        string    `json:"payload"`
 	Status         string    `json:"status"`
 	Paused         bool      `json:"paused"`
 	DisabledReason string    `json:"disabled_reason"`
@@ -32,9 +33,13 @@ func toJSON(e endpoint.Endpoint) endpointJSON {
 	if types == nil {
 		types = []string{} // [] rather than null: "every type" reads the same either way
 	}
+	payload := e.Payload
+	if payload == "" {
+		payload = endpoint.PayloadFull
+	}
 	return endpointJSON{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, EventTypes: types,
-		MaxConcurrency: e.MaxConcurrency, Status: e.Status, Paused: e.Paused,
+		MaxConcurrency: e.MaxConcurrency, Payload: payload, Status: e.Status, Paused: e.Paused,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
@@ -46,12 +51,13 @@ type createRequest struct {
 	URL            string   `json:"url"`
 	EventTypes     []string `json:"event_types"`
 	MaxConcurrency *int     `json:"max_concurrency"`
+	Payload        string   `json:"payload"`
 	Secret         *string  `json:"secret"`
 }
 
 func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
 	e := endpoint.Endpoint{
-		ID: id, Tenant: c.Tenant, URL: c.URL, EventTypes: c.EventTypes,
+		ID: id, Tenant: c.Tenant, URL: c.URL, EventTypes: c.EventTypes, Payload: c.Payload,
 		MaxConcurrency: endpoint.DefaultMaxConcurrency, Status: endpoint.StatusActive,
 		CreatedAt: now, UpdatedAt: now,
 	}
@@ -154,6 +160,7 @@ type patchRequest struct {
 	URL            optional[string]   `json:"url"`
 	EventTypes     optional[[]string] `json:"event_types"`
 	MaxConcurrency optional[int]      `json:"max_concurrency"`
+	Payload        optional[string]   `json:"payload"`
 	Status         optional[string]   `json:"status"`
 }
 
@@ -168,7 +175,7 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 	for _, f := range []struct {
 		name string
 		null bool
-	}{{"url", p.URL.Null}, {"max_concurrency", p.MaxConcurrency.Null}, {"status", p.Status.Null}} {
+	}{{"url", p.URL.Null}, {"max_concurrency", p.MaxConcurrency.Null}, {"payload", p.Payload.Null}, {"status", p.Status.Null}} {
 		if f.null {
 			return &endpoint.ValidationError{Field: f.name, Reason: "must not be null"}
 		}
@@ -181,6 +188,9 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 	}
 	if p.MaxConcurrency.Set {
 		e.MaxConcurrency = p.MaxConcurrency.Value
+	}
+	if p.Payload.Set {
+		e.Payload = p.Payload.Value
 	}
 	if p.Status.Set {
 		e.Status = p.Status.Value

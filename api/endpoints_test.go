@@ -25,7 +25,7 @@ func TestCreateEndpoint(t *testing.T) {
 	got := r.json(t)
 	want := map[string]any{
 		"id": "ep_1", "tenant": "acme", "url": "https://example.com/hook",
-		"event_types": []any{"order.created", "order.updated"}, "max_concurrency": float64(8),
+		"event_types": []any{"order.created", "order.updated"}, "max_concurrency": float64(8), "payload": "full",
 		"status": "active", "paused": false, "disabled_reason": "",
 		"created_at": t0.Format(time.RFC3339), "updated_at": t0.Format(time.RFC3339),
 		"secret": got["secret"],
@@ -47,6 +47,30 @@ func TestCreateEndpoint(t *testing.T) {
 	}
 	if !stored.CreatedAt.Equal(t0) || !stored.UpdatedAt.Equal(t0) || stored.Status != endpoint.StatusActive {
 		t.Fatalf("stored = %+v", stored)
+	}
+}
+
+// payload: "thin" is kept and shown; anything else but "full" is a 400
+// naming the field; PATCH switches it.
+func TestEndpointPayloadMode(t *testing.T) {
+	h := newHarness(t, nil)
+	r := h.do("POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook","payload":"thin"}`)
+	wantStatus(t, r, http.StatusCreated)
+	if got := r.json(t)["payload"]; got != "thin" {
+		t.Fatalf("payload = %v, want thin", got)
+	}
+	if e, _ := h.store.Get("ep_1"); !e.Thin() {
+		t.Fatalf("stored payload %q, want thin", e.Payload)
+	}
+	r = h.do("POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook","payload":"skinny"}`)
+	wantStatus(t, r, http.StatusBadRequest)
+	if body := string(r.body); !strings.Contains(body, "payload") {
+		t.Fatalf("a bad payload mode got %s, want a reason naming payload", body)
+	}
+	r = h.do("PATCH", "/v1/endpoints/ep_1", `{"payload":"full"}`)
+	wantStatus(t, r, http.StatusOK)
+	if e, _ := h.store.Get("ep_1"); e.Thin() {
+		t.Fatal("PATCH payload full left the endpoint thin")
 	}
 }
 

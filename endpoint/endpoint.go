@@ -20,6 +20,16 @@ const (
 	StatusDisabled = "disabled"
 )
 
+// Payload values: what a delivery's body carries.
+const (
+	// PayloadFull sends the event's data (the default, also for "").
+	PayloadFull = "full"
+	// PayloadThin sends only id, type, timestamp and entity {id,
+	// revision}, never data: the receiver fetches the current state
+	// itself, and a thin event can never carry a stale state.
+	PayloadThin = "thin"
+)
+
 // Limits on endpoint settings.
 const (
 	DefaultMaxConcurrency = 4
@@ -32,17 +42,19 @@ const (
 // Endpoint is one customer endpoint. It is the value of a record on
 // laneway.endpoints, keyed by ID.
 type Endpoint struct {
-	ID             string    `json:"id"`
-	Tenant         string    `json:"tenant"`
-	URL            string    `json:"url"`
-	EventTypes     []string  `json:"event_types"`
-	MaxConcurrency int       `json:"max_concurrency"`
-	Secrets        []Secret  `json:"secrets"`
-	Status         string    `json:"status"`
-	DisabledReason string    `json:"disabled_reason,omitempty"`
-	Paused         bool      `json:"paused,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             string   `json:"id"`
+	Tenant         string   `json:"tenant"`
+	URL            string   `json:"url"`
+	EventTypes     []string `json:"event_types"`
+	MaxConcurrency int      `json:"max_concurrency"`
+	Secrets        []Secret `json:"secrets"`
+	Status         string   `json:"status"`
+	DisabledReason string   `json:"disabled_reason,omitempty"`
+	Paused         bool     `json:"paused,omitempty"`
+	// Payload is PayloadFull ("" reads as full) or PayloadThin.
+	Payload   string    `json:"payload,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Secret is a signing secret. Several are valid during a rotation; the ones
@@ -66,6 +78,9 @@ func (e *Endpoint) Subscribes(tenant, eventType string) bool {
 	return len(e.EventTypes) == 0 || slices.Contains(e.EventTypes, eventType)
 }
 
+// Thin reports whether deliveries to the endpoint leave the data out.
+func (e *Endpoint) Thin() bool { return e.Payload == PayloadThin }
+
 // SigningSecrets returns the secrets valid at now, newest first.
 func (e *Endpoint) SigningSecrets(now time.Time) []string {
 	out := make([]string, 0, len(e.Secrets))
@@ -87,6 +102,9 @@ func (e *Endpoint) Validate() error {
 	}
 	if err := ValidateURL(e.URL); err != nil {
 		return err
+	}
+	if e.Payload != "" && e.Payload != PayloadFull && e.Payload != PayloadThin {
+		return &ValidationError{"payload", `must be "full" or "thin"`}
 	}
 	if e.MaxConcurrency < MinConcurrency || e.MaxConcurrency > MaxConcurrency {
 		return &ValidationError{"max_concurrency", fmt.Sprintf("must be between %d and %d", MinConcurrency, MaxConcurrency)}

@@ -304,12 +304,12 @@ func (d *driven) attempt(a *partition.Attempt) {
 // request builds the signed request, rendering the body once per delivery.
 func (d *driven) request(a *partition.Attempt) (deliver.Request, error) {
 	w := a.Work()
-	if w.Body == nil {
-		body, err := a.Delivery.Body()
+	if thin := a.Endpoint.Thin(); w.Body == nil || w.BodyThin != thin {
+		body, err := a.Delivery.Render(thin)
 		if err != nil {
 			return deliver.Request{}, err
 		}
-		w.Body = body
+		w.Body, w.BodyThin = body, thin
 	}
 	signer, err := d.s.signers.get(a.Endpoint.ID, a.Endpoint.SigningSecrets(a.Now))
 	if err != nil {

@@ -26,8 +26,11 @@ func appendBody(b []byte, d *Delivery, data []byte) []byte {
 	b = appendJSONString(b, d.Type)
 	b = append(b, `,"timestamp":"`...)
 	b = d.OccurredAt.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","data":`...)
-	b = append(b, data...)
+	b = append(b, '"')
+	if data != nil { // nil: a thin body
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
 	b = append(b, `,"entity":{"id":`...)
 	b = appendJSONString(b, d.Entity)
 	b = append(b, `,"revision":`...)

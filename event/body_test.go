@@ -80,3 +80,26 @@ func BenchmarkBody(b *testing.B) {
 		}
 	}
 }
+
+// A thin body is the full one without data: id, type, timestamp and
+// entity only, whatever the data (even data that is not JSON: it is never
+// sent).
+func TestThinBodyLeavesTheDataOut(t *testing.T) {
+	d := Delivery{EventID: "ev_1", Type: "order.updated", Entity: "order:1", Revision: 17,
+		OccurredAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), Data: json.RawMessage(`{"secret":"s3cr3t"}`)}
+	got, err := d.Render(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"ev_1","type":"order.updated","timestamp":"2026-11-30T10:00:00Z","entity":{"id":"order:1","revision":17}}`
+	if string(got) != want {
+		t.Fatalf("thin body %s, want %s", got, want)
+	}
+	d.Data = json.RawMessage(`{not json`)
+	if _, err := d.Render(true); err != nil {
+		t.Fatalf("a thin body refused data it never sends: %v", err)
+	}
+	if _, err := d.Render(false); err == nil {
+		t.Fatal("a full body accepted data that is not JSON")
+	}
+}

@@ -204,12 +204,18 @@ type PayloadEntity struct {
 }
 
 // Body renders the payload the receiver gets for this delivery.
-func (d *Delivery) Body() ([]byte, error) {
+func (d *Delivery) Body() ([]byte, error) { return d.Render(false) }
+
+// Render renders the body, without data when thin: a thin body carries
+// only id, type, timestamp and entity {id, revision}.
+func (d *Delivery) Render(thin bool) ([]byte, error) {
 	data := d.Data
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	if !json.Valid(data) {
+	if thin {
+		data = nil
+	} else if !json.Valid(data) {
 		return nil, invalid("delivery data is not valid JSON")
 	}
 	if err := representable(d.OccurredAt); err != nil {

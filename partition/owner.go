@@ -211,13 +211,15 @@ type laneState struct {
 type Work struct {
 	Delivery *event.Delivery
 	// Body is the rendered payload, set by the driver on the first attempt
-	// and kept across retries.
-	Body   []byte
-	parked bool  // Task.Offset is a parked offset, not a deliveries one
-	src    int64 // for parked work: the deliveries offset it came from
-	seq    int64 // for parked work: its rank among its lane's records read back
-	gone   bool  // for parked work still staged: superseded
-	ended  bool  // for parked work: an end marker says its delivery ended
+	// and kept across retries; BodyThin says it was rendered thin (an
+	// endpoint switched between full and thin payloads renders it again).
+	Body     []byte
+	BodyThin bool
+	parked   bool  // Task.Offset is a parked offset, not a deliveries one
+	src      int64 // for parked work: the deliveries offset it came from
+	seq      int64 // for parked work: its rank among its lane's records read back
+	gone     bool  // for parked work still staged: superseded
+	ended    bool  // for parked work: an end marker says its delivery ended
 	// deadLanded: its dead letter is in Kafka and its end marker queued.
 	deadLanded bool
 }

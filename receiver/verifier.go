@@ -29,7 +29,8 @@ type Delivery struct {
 	// attempt was made.
 	Timestamp time.Time `json:"timestamp"`
 	// Data is the event's data as the producer published it; "null" if it
-	// had none.
+	// had none, and nil for an endpoint with thin payloads (which carry
+	// no data: fetch the entity's current state instead).
 	Data json.RawMessage `json:"data"`
 	// Entity is the entity the event is about and its revision.
 	Entity Entity `json:"entity"`

@@ -15,18 +15,18 @@ import (
 func endpointsGroup() *group {
 	var (
 		create struct {
-			tenant, url, secret string
-			types               commaList
-			maxConcurrency      int
+			tenant, url, secret, payload string
+			types                        commaList
+			maxConcurrency               int
 		}
 		list struct {
 			tenant, sort string
 			limit        int
 		}
 		update struct {
-			url, status    optionalString
-			types          commaList
-			maxConcurrency optionalInt
+			url, status, payload optionalString
+			types                commaList
+			maxConcurrency       optionalInt
 		}
 		rotate struct {
 			secret  string
@@ -46,6 +46,7 @@ func endpointsGroup() *group {
 					fs.Var(&create.types, "event-types", "comma-separated event types to receive (default: every type)")
 					fs.IntVar(&create.maxConcurrency, "max-concurrency", 0, "deliveries in flight at most (0: the server's default, 4)")
 					fs.StringVar(&create.secret, "secret", "", "whsec_ signing secret (default: generated)")
+					fs.StringVar(&create.payload, "payload", "", `"full" (default: the event's data) or "thin" (id, type, timestamp and entity only)`)
 				},
 				run: func(ctx context.Context, c cmdIO, _ []string) error {
 					if create.tenant == "" || create.url == "" {
@@ -53,7 +54,7 @@ func endpointsGroup() *group {
 					}
 					ep, err := c.c.CreateEndpoint(ctx, client.NewEndpoint{
 						Tenant: create.tenant, URL: create.url, EventTypes: create.types.values,
-						MaxConcurrency: create.maxConcurrency, Secret: create.secret,
+						MaxConcurrency: create.maxConcurrency, Payload: create.payload, Secret: create.secret,
 					})
 					if err != nil {
 						return err
@@ -118,13 +119,14 @@ func endpointsGroup() *group {
 				},
 			},
 			{
-				name: "endpoints update", synopsis: "endpoints update <id> [--url U] [--max-concurrency N] [--event-types a,b] [--status active|disabled]", args: 1,
+				name: "endpoints update", synopsis: "endpoints update <id> [--url U] [--max-concurrency N] [--event-types a,b] [--payload full|thin] [--status active|disabled]", args: 1,
 				about: "Change an endpoint; only the flags given change. Concurrency changes apply live.",
 				flags: func(fs *flag.FlagSet) {
 					fs.Var(&update.url, "url", "new URL")
 					fs.Var(&update.maxConcurrency, "max-concurrency", "new concurrency limit")
 					fs.Var(&update.types, "event-types", `comma-separated event types ("" subscribes to every type)`)
 					fs.Var(&update.status, "status", "active or disabled (re-enabling clears the disabled reason)")
+					fs.Var(&update.payload, "payload", "full or thin")
 				},
 				run: func(ctx context.Context, c cmdIO, args []string) error {
 					var u client.EndpointUpdate
@@ -140,8 +142,11 @@ func endpointsGroup() *group {
 					if update.status.set {
 						u.Status = &update.status.s
 					}
+					if update.payload.set {
+						u.Payload = &update.payload.s
+					}
 					if u == (client.EndpointUpdate{}) {
-						return errors.New("nothing to change: give --url, --max-concurrency, --event-types or --status")
+						return errors.New("nothing to change: give --url, --max-concurrency, --event-types, --payload or --status")
 					}
 					ep, err := c.c.UpdateEndpoint(ctx, args[0], u)
 					return showEndpoint(c, ep, err)
@@ -246,6 +251,9 @@ func printEndpoint(c cmdIO, e client.Endpoint) error {
 	t.row("url", e.URL)
 	t.row("event_types", types)
 	t.row("max_concurrency", strconv.Itoa(e.MaxConcurrency))
+	if e.Payload != "" {
+		t.row("payload", e.Payload)
+	}
 	t.row("status", e.Status)
 	if e.DisabledReason != "" {
 		t.row("disabled_reason", e.DisabledReason)

@@ -17,6 +17,7 @@ type Endpoint struct {
 	URL            string          `json:"url"`
 	EventTypes     []string        `json:"event_types"`
 	MaxConcurrency int             `json:"max_concurrency"`
+	Payload        string          `json:"payload"`
 	Status         string          `json:"status"`
 	Paused         bool            `json:"paused"`
 	DisabledReason string          `json:"disabled_reason"`
@@ -73,6 +74,7 @@ type NewEndpoint struct {
 	URL            string   `json:"url"`
 	EventTypes     []string `json:"event_types,omitempty"`
 	MaxConcurrency int      `json:"max_concurrency,omitempty"`
+	Payload        string   `json:"payload,omitempty"` // "full" (default) or "thin"
 	Secret         string   `json:"secret,omitempty"`
 }
 
@@ -82,6 +84,7 @@ type EndpointUpdate struct {
 	URL            *string   `json:"url,omitempty"`
 	EventTypes     *[]string `json:"event_types,omitempty"`
 	MaxConcurrency *int      `json:"max_concurrency,omitempty"`
+	Payload        *string   `json:"payload,omitempty"`
 	Status         *string   `json:"status,omitempty"`
 }
 
