@@ -330,7 +330,7 @@ func (a *App) groupOpts(name string) []kgo.Opt {
 
 // groups are the consumer groups this instance is a static member of.
 func (a *App) groups() []string {
-	return []string{a.cfg.GroupPrefix + "-fanout", a.cfg.GroupPrefix + "-deliveries", a.cfg.GroupPrefix + "-inbound"}
+	return topics.GroupsFor(a.cfg.GroupPrefix).Members()
 }
 
 // leaveGroups takes this instance out of its groups once its clients are
@@ -415,7 +415,7 @@ func (a *App) startStages(context.Context) error {
 	metrics := engine.NewMetrics(a.registry)
 	fanout, err := engine.NewFanout(engine.FanoutConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
-		Group: a.cfg.GroupPrefix + "-fanout", TransactionalID: a.cfg.GroupPrefix + "-fanout",
+		Group: topics.GroupsFor(a.cfg.GroupPrefix).Fanout, TransactionalID: topics.GroupsFor(a.cfg.GroupPrefix).Fanout,
 		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
 		TransactionV2: a.cfg.KafkaTransactionV2,
 	})
@@ -430,8 +430,9 @@ func (a *App) startStages(context.Context) error {
 	}
 	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
-		Brokers: a.brokers, Topics: a.cfg.Topics, Group: a.cfg.GroupPrefix + "-deliveries",
-		Endpoints: a.store, Sender: sender, AttemptTimeout: a.cfg.AttemptTimeout,
+		Brokers: a.brokers, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Deliveries,
+		ParkedGroup: topics.GroupsFor(a.cfg.GroupPrefix).Parked,
+		Endpoints:   a.store, Sender: sender, AttemptTimeout: a.cfg.AttemptTimeout,
 		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
@@ -534,7 +535,7 @@ func (a *App) startDeadLetters(producer *kgo.Client) error {
 func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
 	in, err := inbound.New(inbound.Config{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
-		Group: a.cfg.GroupPrefix + "-inbound", InstanceID: a.cfg.InstanceID,
+		Group: topics.GroupsFor(a.cfg.GroupPrefix).Inbound, InstanceID: a.cfg.InstanceID,
 		SessionTimeout: a.cfg.SessionTimeout, TransactionV2: a.cfg.KafkaTransactionV2,
 		ClientOpts: a.clientOpts, Secrets: a.secrets, Registerer: a.registry, Logger: a.log,
 		RateLimits: a.cfg.InboundRateLimits, RefusedKeepRate: a.cfg.InboundRefusedKeepRate,
@@ -657,4 +658,4 @@ func (a *App) Topics() topics.Config { return a.cfg.Topics }
 func (a *App) FanoutTransactionalID() string { return a.fanout.TransactionalID() }
 
 // DeliveriesGroup is the delivery stage's consumer group.
-func (a *App) DeliveriesGroup() string { return a.cfg.GroupPrefix + "-deliveries" }
+func (a *App) DeliveriesGroup() string { return topics.GroupsFor(a.cfg.GroupPrefix).Deliveries }

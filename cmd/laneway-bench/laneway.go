@@ -107,10 +107,7 @@ func (l *laneway) deleteRunState(warn io.Writer) {
 	if _, err := adm.DeleteTopics(ctx, t.Events, t.Deliveries, t.Parked, t.Dead, t.Endpoints); err != nil {
 		fmt.Fprintln(warn, "laneway-bench: warning: deleting topics:", err)
 	}
-	// The engine's default group names: fan-out, delivery, and the
-	// memberless group under which parked reads are committed.
-	groups := []string{l.name + "-fanout", l.name + "-deliveries", l.name + "-deliveries-parked"}
-	if _, err := adm.DeleteGroups(ctx, groups...); err != nil {
+	if _, err := adm.DeleteGroups(ctx, topics.GroupsFor(l.name).All()...); err != nil {
 		fmt.Fprintln(warn, "laneway-bench: warning: deleting groups:", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/laneway/laneway/internal/ordercheck"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/topics"
 )
 
 // endpointSpec is one endpoint of the receiver fleet.
@@ -502,7 +503,8 @@ func apiCall(ctx context.Context, client *http.Client, method, url string, body 
 // members that each own partitions.
 func (h *Harness) waitGroups(ctx context.Context, n int) error {
 	adm := kadm.NewClient(h.admin)
-	groups := []string{h.name + "-fanout", h.name + "-deliveries"}
+	g := topics.GroupsFor(h.name)
+	groups := []string{g.Fanout, g.Deliveries}
 	deadline := time.Now().Add(2 * time.Minute)
 	last := ""
 	for {

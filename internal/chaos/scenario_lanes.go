@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/topics"
 )
 
 // The scenarios of this file attack one endpoint's lane while its attempts
@@ -338,7 +340,7 @@ func (h *Harness) waitPausedSeen(ctx context.Context, name string, paused bool) 
 func (h *Harness) ownerOf(ctx context.Context, name string) (*Instance, int32, error) {
 	topic := h.name + ".deliveries"
 	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(h.runEndpoint(name).id)}, h.cfg.Partitions))
-	group := h.name + "-deliveries"
+	group := topics.GroupsFor(h.name).Deliveries
 	reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	described, err := kadm.NewClient(h.admin).DescribeGroups(reqCtx, group)

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/laneway/laneway/topics"
 )
 
 // watchEntry is one line of watch.ndjson: what the broker said about the
@@ -214,7 +216,7 @@ func (h *Harness) watchStuck(ctx context.Context, adm *kadm.Client, stuck map[in
 // It reports whether some were unstable.
 func (h *Harness) watchGroupOffsets(ctx context.Context, emit func(string, watchEntry)) bool {
 	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = h.name + "-fanout"
+	req.Group = topics.GroupsFor(h.name).Fanout
 	req.RequireStable = true
 	rg := kmsg.NewOffsetFetchRequestGroup()
 	rg.Group = req.Group

@@ -1,0 +1,17 @@
+package topics
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestGroupsFor(t *testing.T) {
+	g := GroupsFor("lw")
+	want := Groups{Fanout: "lw-fanout", Deliveries: "lw-deliveries", Parked: "lw-deliveries-parked", Inbound: "lw-inbound"}
+	if g != want {
+		t.Fatalf("GroupsFor = %+v, want %+v", g, want)
+	}
+	if !slices.Equal(g.All(), []string{"lw-fanout", "lw-deliveries", "lw-inbound", "lw-deliveries-parked"}) {
+		t.Fatalf("All = %v", g.All())
+	}
+}
