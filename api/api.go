@@ -27,6 +27,7 @@ import (
 
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // EndpointStore is the endpoint config the API reads and changes.
@@ -297,7 +298,7 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -305,8 +306,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		// The probe is unauthenticated: the cause (hosts, addresses) goes
 		// to the log only.
 		s.logger.WarnContext(r.Context(), "api: not ready", "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "not ready"})
+		httpjson.Write(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "not ready"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpjson.Write(w, http.StatusOK, map[string]string{"status": "ready"})
 }

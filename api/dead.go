@@ -10,6 +10,7 @@ import (
 
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/logscan"
 )
 
@@ -29,13 +30,13 @@ type Redriver interface {
 // cursor of a previous page carries them on.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 	if s.dead == nil {
-		writeError(w, http.StatusNotImplemented, "dead-letter search is not configured")
+		httpjson.Error(w, http.StatusNotImplemented, "dead-letter search is not configured")
 		return
 	}
 	q := r.URL.Query()
 	sp, err := parseSearch(q)
 	if err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	filter := deadletter.Filter{EndpointID: q.Get("endpoint_id"), Reason: q.Get("reason"), Since: sp.since, Until: sp.until}
@@ -68,12 +69,12 @@ func parseSearch(q url.Values) (searchParams, error) {
 func (s *Server) writeSearch(w http.ResponseWriter, r *http.Request, what string, page any, err error) {
 	switch {
 	case errors.Is(err, logscan.ErrBadCursor):
-		writeInvalid(w, &endpoint.ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
+		httpjson.Invalid(w, &endpoint.ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
 	case err != nil:
 		s.logger.ErrorContext(r.Context(), "api: "+what+" failed", "error", err)
-		writeError(w, http.StatusServiceUnavailable, what+" failed, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, what+" failed, retry: "+err.Error())
 	default:
-		writeJSON(w, http.StatusOK, page)
+		httpjson.Write(w, http.StatusOK, page)
 	}
 }
 
@@ -104,21 +105,21 @@ func parseLimit(v string) (int, error) {
 // (same body, or same Idempotency-Key) already did.
 func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	if s.redrives == nil {
-		writeError(w, http.StatusNotImplemented, "redrive is not configured")
+		httpjson.Error(w, http.StatusNotImplemented, "redrive is not configured")
 		return
 	}
 	var req deadletter.Request
-	if !s.readStrict(w, r, &req) {
+	if !httpjson.ReadStrict(w, r, s.maxBody, &req) {
 		return
 	}
 	if req.EndpointID != "" {
 		ep, ok := s.endpoints.Get(req.EndpointID)
 		if !ok {
-			writeError(w, http.StatusNotFound, "endpoint not found")
+			httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 			return
 		}
 		if ep.Status != endpoint.StatusActive {
-			writeError(w, http.StatusConflict, "endpoint is disabled; re-enable it (PATCH status) before redriving")
+			httpjson.Error(w, http.StatusConflict, "endpoint is disabled; re-enable it (PATCH status) before redriving")
 			return
 		}
 	}
@@ -126,11 +127,11 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	var re *deadletter.RequestError
 	switch {
 	case errors.As(err, &re):
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: re.Error(), Reason: re.Reason})
+		httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: re.Error(), Reason: re.Reason})
 		return
 	case err != nil:
 		s.logger.ErrorContext(r.Context(), "api: redrive failed to start", "error", err)
-		writeError(w, http.StatusServiceUnavailable, "could not start the redrive, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not start the redrive, retry: "+err.Error())
 		return
 	}
 	w.Header().Set("Location", "/v1/redrives/"+job.ID)
@@ -138,22 +139,22 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, jobJSON(job))
+	httpjson.Write(w, status, jobJSON(job))
 }
 
 func (s *Server) getRedrive(w http.ResponseWriter, r *http.Request) {
 	if s.redrives == nil {
-		writeError(w, http.StatusNotImplemented, "redrive is not configured")
+		httpjson.Error(w, http.StatusNotImplemented, "redrive is not configured")
 		return
 	}
 	job, ok, err := s.redrives.Get(r.Context(), r.PathValue("id"))
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "could not read the redrive, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not read the redrive, retry: "+err.Error())
 	case !ok:
-		writeError(w, http.StatusNotFound, "redrive not found")
+		httpjson.Error(w, http.StatusNotFound, "redrive not found")
 	default:
-		writeJSON(w, http.StatusOK, jobJSON(job))
+		httpjson.Write(w, http.StatusOK, jobJSON(job))
 	}
 }
 

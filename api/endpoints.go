@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // endpointJSON is an endpoint as the API shows it. It is separate from
@@ -74,18 +75,18 @@ func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
 
 func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if !s.readStrict(w, r, &req) {
+	if !httpjson.ReadStrict(w, r, s.maxBody, &req) {
 		return
 	}
 	e := req.endpoint("ep_"+s.newID(), s.now().UTC())
 	if err := e.Validate(); err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	if _, exists := s.endpoints.Get(e.ID); exists {
 		// Put would silently replace another endpoint; only a broken NewID
 		// can get here.
-		writeError(w, http.StatusInternalServerError, "generated endpoint id is already in use")
+		httpjson.Error(w, http.StatusInternalServerError, "generated endpoint id is already in use")
 		return
 	}
 	if !s.put(w, r, e) {
@@ -94,14 +95,14 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	out := toJSON(e)
 	out.Secret = e.Secrets[0].Value // shown once: the client must keep it
 	w.Header().Set("Location", "/v1/endpoints/"+e.ID)
-	writeJSON(w, http.StatusCreated, out)
+	httpjson.Write(w, http.StatusCreated, out)
 }
 
 // put stores e, answering 503 itself when the store fails.
 func (s *Server) put(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint) bool {
 	if err := s.endpoints.Put(r.Context(), e); err != nil {
 		s.logger.ErrorContext(r.Context(), "api: storing endpoint failed", "endpoint_id", e.ID, "error", err)
-		writeError(w, http.StatusServiceUnavailable, "could not store the endpoint, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not store the endpoint, retry: "+err.Error())
 		return false
 	}
 	return true
@@ -113,7 +114,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseListQuery(r)
 	if err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	data := s.withHealth(r.Context(), allEndpointsJSON(s.endpoints.List(), lq.tenant))
@@ -123,16 +124,16 @@ func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	if lq.limit > 0 && len(data) > lq.limit {
 		data = data[:lq.limit]
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": data})
+	httpjson.Write(w, http.StatusOK, map[string]any{"data": data})
 }
 
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.endpoints.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "endpoint not found")
+		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.withHealth(r.Context(), []endpointJSON{toJSON(e)})[0])
+	httpjson.Write(w, http.StatusOK, s.withHealth(r.Context(), []endpointJSON{toJSON(e)})[0])
 }
 
 // optional is a PATCH field. Set tells an absent field (leave unchanged)
@@ -203,27 +204,27 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 
 func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
 	var p patchRequest
-	if !s.readStrict(w, r, &p) {
+	if !httpjson.ReadStrict(w, r, s.maxBody, &p) {
 		return
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	e, ok := s.endpoints.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "endpoint not found")
+		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	if err := p.apply(&e); err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	if err := e.Validate(); err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	e.UpdatedAt = s.now().UTC()
 	if s.put(w, r, e) {
-		writeJSON(w, http.StatusOK, toJSON(e))
+		httpjson.Write(w, http.StatusOK, toJSON(e))
 	}
 }
 
@@ -236,7 +237,7 @@ func (s *Server) setPaused(paused bool) http.HandlerFunc {
 		defer s.writeMu.Unlock()
 		e, ok := s.endpoints.Get(r.PathValue("id"))
 		if !ok {
-			writeError(w, http.StatusNotFound, "endpoint not found")
+			httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 			return
 		}
 		if e.Paused != paused {
@@ -245,7 +246,7 @@ func (s *Server) setPaused(paused bool) http.HandlerFunc {
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, toJSON(e))
+		httpjson.Write(w, http.StatusOK, toJSON(e))
 	}
 }
 
@@ -254,12 +255,12 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if _, ok := s.endpoints.Get(id); !ok {
-		writeError(w, http.StatusNotFound, "endpoint not found")
+		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	if err := s.endpoints.Delete(r.Context(), id); err != nil {
 		s.logger.ErrorContext(r.Context(), "api: deleting endpoint failed", "endpoint_id", id, "error", err)
-		writeError(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 const (
@@ -60,7 +61,7 @@ type storedIngest struct {
 // still publishing gets 409. Without Redis, or when it fails, events are
 // published without deduplication, since Redis holds no truth.
 func (s *Server) ingestEvent(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	body, ok := httpjson.ReadBody(w, r, s.maxBody)
 	if !ok {
 		return
 	}
@@ -80,14 +81,14 @@ func (s *Server) ingestEvent(w http.ResponseWriter, r *http.Request) {
 	case claimOwned:
 		s.publishAndRecord(w, r, env, key, fp)
 	case claimPending:
-		writeError(w, http.StatusConflict, "a request with this idempotency key is in progress")
+		httpjson.Error(w, http.StatusConflict, "a request with this idempotency key is in progress")
 	case claimConflict:
-		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "idempotency_key_reused",
+		httpjson.Write(w, http.StatusUnprocessableEntity, httpjson.ErrorBody{Reason: "idempotency_key_reused",
 			Error: "this idempotency key (the Idempotency-Key header, or else the event id) was used " +
 				"for a different event; send a different event under a new key"})
 	case claimReplay:
 		w.Header().Set(replayedHeader, "true")
-		writeRawJSON(w, http.StatusAccepted, stored)
+		httpjson.WriteRaw(w, http.StatusAccepted, stored)
 	default:
 		s.logger.WarnContext(r.Context(), "api: idempotency store failed, publishing without deduplication",
 			"tenant", env.Tenant, "event_id", env.ID, "error", err)
@@ -96,12 +97,12 @@ func (s *Server) ingestEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeInvalidEvent(w http.ResponseWriter, err error) {
-	body := errorBody{Error: err.Error()}
+	body := httpjson.ErrorBody{Error: err.Error()}
 	var ie *event.InvalidError
 	if errors.As(err, &ie) {
 		body.Reason, body.Field = ie.Reason, ie.Field
 	}
-	writeJSON(w, http.StatusBadRequest, body)
+	httpjson.Write(w, http.StatusBadRequest, body)
 }
 
 // idempotencyKey returns the Redis key deduplicating this request, or ""
@@ -232,18 +233,18 @@ func (s *Server) publishAndRecord(w http.ResponseWriter, r *http.Request, env ev
 			s.redisDo(ctx, "release", env, s.redis.Del(ctx, key).Err())
 		}
 		s.logger.ErrorContext(ctx, "api: publishing event failed", "tenant", env.Tenant, "event_id", env.ID, "error", err)
-		writeError(w, http.StatusServiceUnavailable, "event was not accepted, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "event was not accepted, retry: "+err.Error())
 		return
 	}
 	body, err := json.Marshal(res)
 	if err != nil { // cannot happen for ingestResult; answered rather than ignored
-		writeError(w, http.StatusInternalServerError, "could not encode the response")
+		httpjson.Error(w, http.StatusInternalServerError, "could not encode the response")
 		return
 	}
 	if key != "" {
 		s.record(ctx, env, key, storedIngest{Result: res, Fingerprint: fp})
 	}
-	writeRawJSON(w, http.StatusAccepted, body)
+	httpjson.WriteRaw(w, http.StatusAccepted, body)
 }
 
 // record stores a succeeded request's result under its key.

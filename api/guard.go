@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // Without an admin token the API trusts whoever can reach it, which
@@ -23,21 +25,21 @@ func (s *Server) guardTokenless(w http.ResponseWriter, r *http.Request) bool {
 	if !loopbackHost(r.Host) {
 		// DNS rebinding: the browser sends the attacker's name as Host.
 		// No name but "localhost" can be trusted to mean this machine.
-		writeError(w, http.StatusForbidden, "Host "+quoteHost(r.Host)+" is not a loopback address: "+
+		httpjson.Error(w, http.StatusForbidden, "Host "+quoteHost(r.Host)+" is not a loopback address: "+
 			"without an admin token the API only answers requests addressed to 127.0.0.1, [::1] or localhost")
 		return false
 	}
 	if err := s.sameOrigin.Check(r); err != nil {
-		writeError(w, http.StatusForbidden, "cross-origin request refused: without an admin token "+
+		httpjson.Error(w, http.StatusForbidden, "cross-origin request refused: without an admin token "+
 			"only same-origin pages (the console) may write; "+err.Error())
 		return false
 	}
-	if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPost && (ct == "" || !IsJSON(ct)) {
+	if ct := r.Header.Get("Content-Type"); r.Method == http.MethodPost && (ct == "" || !httpjson.IsJSON(ct)) {
 		// POST is the one write a browser sends cross-site without asking
 		// first (a CORS preflight, which this API never grants), and only
 		// with no Content-Type or a form or text one: a second line of
 		// defence for browsers that send no Origin.
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json: "+
+		httpjson.Error(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json: "+
 			"without an admin token every POST must declare a JSON body, even an empty one")
 		return false
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // HealthReader reads the endpoints' live health, published by their owners.
@@ -114,7 +115,7 @@ type platformJSON struct {
 
 func (s *Server) platformHealth(w http.ResponseWriter, r *http.Request) {
 	if s.health == nil {
-		writeError(w, http.StatusNotImplemented, "health is not configured")
+		httpjson.Error(w, http.StatusNotImplemented, "health is not configured")
 		return
 	}
 	eps := s.withHealth(r.Context(), allEndpointsJSON(s.endpoints.List(), ""))
@@ -123,7 +124,7 @@ func (s *Server) platformHealth(w http.ResponseWriter, r *http.Request) {
 	for _, e := range eps {
 		p.add(e)
 	}
-	writeJSON(w, http.StatusOK, p)
+	httpjson.Write(w, http.StatusOK, p)
 }
 
 func (p *platformJSON) add(e endpointJSON) {

@@ -1,136 +1,15 @@
 package api
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"runtime/debug"
 	"strings"
 
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/internal/jsonerr"
+	"github.com/laneway/laneway/internal/httpjson"
 )
-
-// errorBody is the JSON every error response carries. Field names the input
-// at fault when there is one; Reason is the bare cause of an invalid event.
-type errorBody struct {
-	Error  string `json:"error"`
-	Field  string `json:"field,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		body = []byte(`{"error":"could not encode the response"}`)
-	}
-	writeRawJSON(w, status, body)
-}
-
-func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n')) // a failed write means the client left
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
-}
-
-// writeInvalid answers 400 for a refused input, naming the field when the
-// error says which one.
-func writeInvalid(w http.ResponseWriter, err error) {
-	body := errorBody{Error: err.Error()}
-	var ve *endpoint.ValidationError
-	if errors.As(err, &ve) {
-		body.Field = ve.Field
-	}
-	writeJSON(w, http.StatusBadRequest, body)
-}
-
-// readBody reads a JSON request body within the size limit. It answers the
-// request itself and returns false when the body cannot be used.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if !IsJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
-		return nil, false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit))
-		return nil, false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "could not read the request body")
-		return nil, false
-	}
-	return body, true
-}
-
-// readStrict reads the body and decodes it strictly into v, answering the
-// request itself and returning false when either fails.
-func (s *Server) readStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return false
-	}
-	if err := decodeStrict(body, v); err != nil {
-		writeInvalid(w, err)
-		return false
-	}
-	return true
-}
-
-// IsJSON accepts a missing Content-Type (curl -d aside, most clients that
-// omit it send JSON) and any JSON media type, including merge-patch+json.
-// Handlers added through Config.Routes use it too.
-func IsJSON(contentType string) bool {
-	if contentType == "" {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// decodeStrict decodes exactly one JSON object into v, refusing unknown
-// fields so that a typo ("max_concurency") is an error rather than a silent
-// default.
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	// Token, unlike More, also catches a stray '}' or ']' after the object.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &endpoint.ValidationError{Field: "body", Reason: "has data after the JSON object"}
-	}
-	return nil
-}
-
-// decodeError turns an encoding/json error into a message a client can act
-// on, naming the field when there is one.
-func decodeError(err error) error {
-	if field, reason, ok := jsonerr.Field(err); ok {
-		return &endpoint.ValidationError{Field: field, Reason: reason}
-	}
-	if jsonerr.NotAnObject(err) {
-		return &endpoint.ValidationError{Field: "body", Reason: "must be a JSON object"}
-	}
-	if errors.Is(err, io.EOF) {
-		return errors.New("request body is empty")
-	}
-	return fmt.Errorf("malformed JSON: %v", err)
-}
 
 // requireToken refuses requests without an admin bearer token, or, when
 // no token is configured, requests a web page could have sent
@@ -147,7 +26,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		if !s.validToken(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="laneway"`)
-			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			httpjson.Error(w, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -192,10 +71,10 @@ func jsonMisses(mux *http.ServeMux) http.Handler {
 		probe := &statusProbe{header: w.Header()}
 		h.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
-			writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+			httpjson.Error(w, http.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
-		writeError(w, http.StatusNotFound, "not found")
+		httpjson.Error(w, http.StatusNotFound, "not found")
 	})
 }
 
@@ -260,7 +139,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				slog.String("method", r.Method), slog.String("path", logPath(r)),
 				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 			if rw.status == 0 { // too late for a status once one was sent
-				writeError(rw, http.StatusInternalServerError, "internal error")
+				httpjson.Error(rw, http.StatusInternalServerError, "internal error")
 			}
 		}()
 		next.ServeHTTP(rw, r)

@@ -39,6 +39,7 @@ import (
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/logscan"
 	"github.com/laneway/laneway/signing"
 )
@@ -882,7 +883,7 @@ func TestOpenAPIContract(t *testing.T) {
 			continue
 		}
 		if c.field != "" {
-			var e errorBody
+			var e httpjson.ErrorBody
 			if json.Unmarshal(r.body, &e) != nil || e.Field != c.field {
 				t.Errorf("%s: error field %q, want %q; body %.300s", name, e.Field, c.field, r.body)
 			}

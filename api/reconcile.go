@@ -6,6 +6,7 @@ import (
 
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/eventsearch"
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // EventFinder searches the events topic by time range.
@@ -18,7 +19,7 @@ type EventFinder interface {
 // time Kafka stored them), read from the offsets Kafka finds for since.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	if s.events == nil {
-		writeError(w, http.StatusNotImplemented, "event search is not configured")
+		httpjson.Error(w, http.StatusNotImplemented, "event search is not configured")
 		return
 	}
 	q := r.URL.Query()
@@ -27,7 +28,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		err = &endpoint.ValidationError{Field: "since", Reason: "is required: searches read a time range, not the whole topic"}
 	}
 	if err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	filter := eventsearch.Filter{Tenant: q.Get("tenant"), Type: q.Get("type"), Entity: q.Get("entity"), Since: sp.since, Until: sp.until}

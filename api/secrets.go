@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // MaxSecretOverlap bounds how long a rotated-out secret may stay valid.
@@ -52,13 +53,13 @@ func toSecretsJSON(e endpoint.Endpoint, now time.Time) secretsJSON {
 // route that shows them.
 func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	var req rotateRequest
-	body, ok := s.readBody(w, r)
+	body, ok := httpjson.ReadBody(w, r, s.maxBody)
 	if !ok {
 		return
 	}
 	if len(body) > 0 { // the body is optional, however it is framed
-		if err := decodeStrict(body, &req); err != nil {
-			writeInvalid(w, err)
+		if err := httpjson.DecodeStrict(body, &req); err != nil {
+			httpjson.Invalid(w, err)
 			return
 		}
 	}
@@ -66,28 +67,28 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	if req.OverlapSeconds != nil {
 		overlap = time.Duration(*req.OverlapSeconds) * time.Second
 		if *req.OverlapSeconds < 0 || overlap > MaxSecretOverlap {
-			writeInvalid(w, &endpoint.ValidationError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"})
+			httpjson.Invalid(w, &endpoint.ValidationError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"})
 			return
 		}
 	}
 	if req.Secret == "" {
 		req.Secret = endpoint.NewSecret()
 	} else if err := endpoint.ValidateSecret(req.Secret); err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	e, ok := s.endpoints.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "endpoint not found")
+		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	now := s.now().UTC()
 	e.Secrets = rotated(e.Secrets, req.Secret, now, overlap)
 	e.UpdatedAt = now
 	if s.put(w, r, e) {
-		writeJSON(w, http.StatusOK, toSecretsJSON(e, now))
+		httpjson.Write(w, http.StatusOK, toSecretsJSON(e, now))
 	}
 }
 
@@ -116,9 +117,9 @@ func rotated(old []endpoint.Secret, secret string, now time.Time, overlap time.D
 func (s *Server) revealSecret(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.endpoints.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "endpoint not found")
+		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	s.logger.InfoContext(r.Context(), "api: endpoint secret revealed", "endpoint_id", e.ID)
-	writeJSON(w, http.StatusOK, toSecretsJSON(e, s.now()))
+	httpjson.Write(w, http.StatusOK, toSecretsJSON(e, s.now()))
 }

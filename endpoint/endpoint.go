@@ -69,6 +69,9 @@ type ValidationError struct{ Field, Reason string }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
 
+// InputField names the field at fault (for the API's error answers).
+func (e *ValidationError) InputField() string { return e.Field }
+
 // Subscribes reports whether the endpoint wants events of this type from
 // this tenant. An empty EventTypes means every type.
 func (e *Endpoint) Subscribes(tenant, eventType string) bool {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/httpjson"
 )
 
 // Reasons the door refuses a request that never reach an outcome record:
@@ -71,11 +73,11 @@ func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Sou
 		return tooManyRequests(w, wait, "too many requests from this address"), refusedRateAddress
 	}
 	if !known || !src.acceptsToken(r.PathValue("token")) {
-		return writeError(w, http.StatusNotFound, "unknown source"), ReasonUnknownSource
+		return httpjson.Error(w, http.StatusNotFound, "unknown source"), ReasonUnknownSource
 	}
 	if !s.started.Load() {
 		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "not ready, retry"), ""
+		return httpjson.Error(w, http.StatusServiceUnavailable, "not ready, retry"), ""
 	}
 	if ok, wait := s.limits.allowSource(src.ID); !ok {
 		return tooManyRequests(w, wait, "too many requests for this source"), refusedRateSource
@@ -86,29 +88,29 @@ func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Sou
 	}
 	if name := missingSignatureHeader(src.Kind, r.Header); name != "" {
 		s.keepRefused(&c, ReasonMissingSignature, "no "+name+" header", nil)
-		return writeError(w, http.StatusBadRequest, "missing "+name+" header"), ReasonMissingSignature
+		return httpjson.Error(w, http.StatusBadRequest, "missing "+name+" header"), ReasonMissingSignature
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, src.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		s.keepRefused(&c, ReasonTooLarge, fmt.Sprintf("body is larger than the source's limit of %d bytes", src.MaxBodyBytes), body)
-		return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", src.MaxBodyBytes)), ReasonTooLarge
+		return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", src.MaxBodyBytes)), ReasonTooLarge
 	case err != nil:
-		return writeError(w, http.StatusBadRequest, "could not read the request body"), refusedUnreadable
+		return httpjson.Error(w, http.StatusBadRequest, "could not read the request body"), refusedUnreadable
 	}
 	if err := Verify(&src, r.Header, body, receivedAt); err != nil {
 		reason, detail := Classify(err), err.Error()
 		if reason == ReasonSecretsUnavailable {
 			// Ours, not the sender's: 503 so that it retries once the key is back.
-			return writeError(w, http.StatusServiceUnavailable, "this source's secrets cannot be decrypted with this instance's key file; retry later"), reason
+			return httpjson.Error(w, http.StatusServiceUnavailable, "this source's secrets cannot be decrypted with this instance's key file; retry later"), reason
 		}
 		var ve *VerifyError
 		if errors.As(err, &ve) {
 			detail = ve.Detail
 		}
 		s.keepRefused(&c, reason, detail, body)
-		return writeError(w, http.StatusUnauthorized, "signature check failed: "+reason), reason
+		return httpjson.Error(w, http.StatusUnauthorized, "signature check failed: "+reason), reason
 	}
 	c.Body = body
 	return s.store(w, r, &c)
@@ -123,18 +125,18 @@ func (s *Service) store(w http.ResponseWriter, r *http.Request, c *Capture) (int
 	switch {
 	case errors.Is(err, kerr.MessageTooLarge):
 		s.keepRefused(c, ReasonTooLarge, "the request is larger than the inbound topic's max.message.bytes", c.Body)
-		return writeError(w, http.StatusRequestEntityTooLarge, "request is larger than the capture topic accepts"), ReasonTooLarge
+		return httpjson.Error(w, http.StatusRequestEntityTooLarge, "request is larger than the capture topic accepts"), ReasonTooLarge
 	case err != nil:
 		s.logger.Error("inbound capture failed; answering 503 so the sender retries", "source", c.Source, "err", err)
 		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "could not store the request, retry"), ""
+		return httpjson.Error(w, http.StatusServiceUnavailable, "could not store the request, retry"), ""
 	}
-	return writeJSON(w, http.StatusAccepted, map[string]string{"id": RequestID(rec.Partition, rec.Offset)}), ""
+	return httpjson.Write(w, http.StatusAccepted, map[string]string{"id": RequestID(rec.Partition, rec.Offset)}), ""
 }
 
 func tooManyRequests(w http.ResponseWriter, wait time.Duration, msg string) int {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-	return writeError(w, http.StatusTooManyRequests, msg)
+	return httpjson.Error(w, http.StatusTooManyRequests, msg)
 }
 
 // keepRefused stores a request the door refused, for forensics, as

@@ -1,103 +1,19 @@
 package inbound
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
-	"github.com/laneway/laneway/api"
-	"github.com/laneway/laneway/internal/jsonerr"
+	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/logscan"
 )
 
 // maxAdminBody caps the JSON bodies of the admin routes.
 const maxAdminBody = 256 << 10
-
-type errorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-}
-
-// writeJSON answers with v and returns the status, for the ACK metric.
-func writeJSON(w http.ResponseWriter, status int, v any) int {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"error":"could not encode the response"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n')) // a failed write means the client left
-	return status
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) int {
-	return writeJSON(w, status, errorBody{Error: msg})
-}
-
-func writeInvalid(w http.ResponseWriter, err error) int {
-	body := errorBody{Error: err.Error()}
-	var ve *ValidationError
-	if errors.As(err, &ve) {
-		body.Field = ve.Field
-	}
-	return writeJSON(w, http.StatusBadRequest, body)
-}
-
-// readBody reads an admin request body within maxAdminBody; it answers
-// the request itself and returns false when the body cannot be used.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if !api.IsJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
-		return nil, false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit))
-		return nil, false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "could not read the request body")
-		return nil, false
-	}
-	return body, true
-}
-
-// decodeStrict decodes exactly one JSON object into v, refusing unknown
-// fields; it answers the request itself and returns false on failure.
-func decodeStrict(w http.ResponseWriter, body []byte, v any) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		switch field, reason, ok := jsonerr.Field(err); {
-		case ok:
-			writeInvalid(w, &ValidationError{Field: field, Reason: reason})
-		case jsonerr.NotAnObject(err):
-			writeInvalid(w, &ValidationError{Field: "body", Reason: "must be a JSON object"})
-		default:
-			writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
-		}
-		return false
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeInvalid(w, &ValidationError{Field: "body", Reason: "has data after the JSON object"})
-		return false
-	}
-	return true
-}
-
-// readStrict reads the body and decodes it strictly into v.
-func readStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, ok := readBody(w, r)
-	return ok && decodeStrict(w, body, v)
-}
 
 // sourceJSON is a source as the API shows it: secrets only in the create,
 // rotate and reveal responses.
@@ -198,7 +114,7 @@ func (q *sourceRequest) apply(s *Source) {
 
 func (s *Service) createSource(w http.ResponseWriter, r *http.Request) {
 	var req sourceRequest
-	if !readStrict(w, r, &req) {
+	if !httpjson.ReadStrict(w, r, maxAdminBody, &req) {
 		return
 	}
 	now := s.cfg.Now().UTC()
@@ -211,18 +127,18 @@ func (s *Service) createSource(w http.ResponseWriter, r *http.Request) {
 	}
 	src.SetDefaults()
 	if err := src.Validate(); err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if _, exists := s.sources.Get(src.ID); exists {
-		writeError(w, http.StatusConflict, "source "+src.ID+" already exists")
+		httpjson.Error(w, http.StatusConflict, "source "+src.ID+" already exists")
 		return
 	}
 	if s.putSource(w, r, src) {
 		w.Header().Set("Location", "/v1/inbound/sources/"+src.ID)
-		writeJSON(w, http.StatusCreated, toSourceJSON(src, true))
+		httpjson.Write(w, http.StatusCreated, toSourceJSON(src, true))
 	}
 }
 
@@ -230,15 +146,15 @@ func (s *Service) putSource(w http.ResponseWriter, r *http.Request, src Source) 
 	if err := s.sources.Put(r.Context(), src); err != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
-			writeInvalid(w, err)
+			httpjson.Invalid(w, err)
 			return false
 		}
 		if errors.Is(err, ErrSecretsUnavailable) {
-			writeError(w, http.StatusConflict, err.Error()+": put the key back in --secrets-key-file, or delete and recreate the source")
+			httpjson.Error(w, http.StatusConflict, err.Error()+": put the key back in --secrets-key-file, or delete and recreate the source")
 			return false
 		}
 		s.logger.ErrorContext(r.Context(), "inbound: storing a source failed", "source", src.ID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "could not store the source, retry")
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not store the source, retry")
 		return false
 	}
 	return true
@@ -250,42 +166,42 @@ func (s *Service) listSources(w http.ResponseWriter, _ *http.Request) {
 	for _, src := range list {
 		out = append(out, toSourceJSON(src, false))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": out})
+	httpjson.Write(w, http.StatusOK, map[string]any{"data": out})
 }
 
 func (s *Service) getSource(w http.ResponseWriter, r *http.Request) {
 	src, ok := s.sources.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "source not found")
+		httpjson.Error(w, http.StatusNotFound, "source not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, toSourceJSON(src, false))
+	httpjson.Write(w, http.StatusOK, toSourceJSON(src, false))
 }
 
 func (s *Service) patchSource(w http.ResponseWriter, r *http.Request) {
 	var req sourceRequest
-	if !readStrict(w, r, &req) {
+	if !httpjson.ReadStrict(w, r, maxAdminBody, &req) {
 		return
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	src, ok := s.sources.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "source not found")
+		httpjson.Error(w, http.StatusNotFound, "source not found")
 		return
 	}
 	if (req.ID != "" && req.ID != src.ID) || (req.Kind != "" && req.Kind != src.Kind) {
-		writeInvalid(w, &ValidationError{Field: "id", Reason: "id and kind cannot change; create a new source"})
+		httpjson.Invalid(w, &ValidationError{Field: "id", Reason: "id and kind cannot change; create a new source"})
 		return
 	}
 	req.apply(&src)
 	src.UpdatedAt = s.cfg.Now().UTC()
 	if err := src.Validate(); err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	if s.putSource(w, r, src) {
-		writeJSON(w, http.StatusOK, toSourceJSON(src, false))
+		httpjson.Write(w, http.StatusOK, toSourceJSON(src, false))
 	}
 }
 
@@ -295,9 +211,9 @@ func (s *Service) deleteSource(w http.ResponseWriter, r *http.Request) {
 	err := s.sources.Delete(r.Context(), r.PathValue("id"))
 	switch {
 	case errors.Is(err, ErrSourceNotFound):
-		writeError(w, http.StatusNotFound, "source not found")
+		httpjson.Error(w, http.StatusNotFound, "source not found")
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "could not delete the source, retry")
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not delete the source, retry")
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
@@ -348,7 +264,7 @@ func (s *Service) rotateSecret(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if ok {
-		writeJSON(w, http.StatusOK, secretsJSONOf(&src))
+		httpjson.Write(w, http.StatusOK, secretsJSONOf(&src))
 	}
 }
 
@@ -357,15 +273,15 @@ func (s *Service) rotateSecret(w http.ResponseWriter, r *http.Request) {
 // stores it. It returns the stored source, or false once it has answered
 // the request itself (bad body, 404, invalid, store failure).
 func (s *Service) rotate(w http.ResponseWriter, r *http.Request, req any, change func(*Source) error) (Source, bool) {
-	body, ok := readBody(w, r)
-	if !ok || (len(body) > 0 && !decodeStrict(w, body, req)) { // the body is optional, however it is framed
+	body, ok := httpjson.ReadBody(w, r, maxAdminBody)
+	if !ok || (len(body) > 0 && !decodeInto(w, body, req)) { // the body is optional, however it is framed
 		return Source{}, false
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	src, ok := s.sources.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "source not found")
+		httpjson.Error(w, http.StatusNotFound, "source not found")
 		return Source{}, false
 	}
 	err := change(&src)
@@ -374,7 +290,7 @@ func (s *Service) rotate(w http.ResponseWriter, r *http.Request, req any, change
 		err = src.Validate()
 	}
 	if err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return Source{}, false
 	}
 	return src, s.putSource(w, r, src)
@@ -383,15 +299,15 @@ func (s *Service) rotate(w http.ResponseWriter, r *http.Request, req any, change
 func (s *Service) revealSecret(w http.ResponseWriter, r *http.Request) {
 	src, ok := s.sources.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "source not found")
+		httpjson.Error(w, http.StatusNotFound, "source not found")
 		return
 	}
 	if src.heldErr != nil {
-		writeError(w, http.StatusConflict, "the source's secrets cannot be decrypted with this instance's key file: "+src.heldErr.Error())
+		httpjson.Error(w, http.StatusConflict, "the source's secrets cannot be decrypted with this instance's key file: "+src.heldErr.Error())
 		return
 	}
 	s.logger.InfoContext(r.Context(), "inbound: source secret revealed", "source", src.ID)
-	writeJSON(w, http.StatusOK, secretsJSONOf(&src))
+	httpjson.Write(w, http.StatusOK, secretsJSONOf(&src))
 }
 
 // rotateCaptureToken makes {"capture_token": new} (generated when absent)
@@ -412,7 +328,7 @@ func (s *Service) rotateCaptureToken(w http.ResponseWriter, r *http.Request) {
 	})
 	if ok {
 		s.logger.InfoContext(r.Context(), "inbound: source capture token rotated", "source", src.ID)
-		writeJSON(w, http.StatusOK, captureTokenJSON{
+		httpjson.Write(w, http.StatusOK, captureTokenJSON{
 			SourceID: src.ID, CaptureToken: src.CaptureToken, PreviousCaptureToken: src.PreviousCaptureToken, CapturePath: src.capturePath(true),
 		})
 	}
@@ -425,7 +341,7 @@ func (s *Service) listRequests(w http.ResponseWriter, r *http.Request) {
 	switch filter.Status {
 	case "", StatusPending, StatusVerified, StatusRejected, StatusDuplicate:
 	default:
-		writeInvalid(w, &ValidationError{Field: "status", Reason: "must be pending, verified, rejected or duplicate"})
+		httpjson.Invalid(w, &ValidationError{Field: "status", Reason: "must be pending, verified, rejected or duplicate"})
 		return
 	}
 	var err error
@@ -440,18 +356,18 @@ func (s *Service) listRequests(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeInvalid(w, err)
+		httpjson.Invalid(w, err)
 		return
 	}
 	page, err := s.finder.Find(r.Context(), filter, q.Get("cursor"), limit)
 	switch {
 	case errors.Is(err, logscan.ErrBadCursor):
-		writeInvalid(w, &ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
+		httpjson.Invalid(w, &ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
 	case err != nil:
 		s.logger.ErrorContext(r.Context(), "inbound: listing failed", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "listing failed, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "listing failed, retry: "+err.Error())
 	default:
-		writeJSON(w, http.StatusOK, page)
+		httpjson.Write(w, http.StatusOK, page)
 	}
 }
 
@@ -515,7 +431,7 @@ func (s *Service) getRequest(w http.ResponseWriter, r *http.Request) {
 	case found:
 		out.Status, out.Outcome = it.Status, &it
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // getRequestBody answers with the captured body bytes, exactly. It is
@@ -537,16 +453,16 @@ func (s *Service) getRequestBody(w http.ResponseWriter, r *http.Request) {
 func (s *Service) lookupCapture(w http.ResponseWriter, r *http.Request) (Capture, bool) {
 	id := r.PathValue("id")
 	if _, _, ok := ParseRequestID(id); !ok {
-		writeError(w, http.StatusNotFound, "request not found")
+		httpjson.Error(w, http.StatusNotFound, "request not found")
 		return Capture{}, false
 	}
 	c, ok, err := s.finder.Get(r.Context(), id)
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "could not read the request, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not read the request, retry: "+err.Error())
 		return Capture{}, false
 	case !ok:
-		writeError(w, http.StatusNotFound, "request not found")
+		httpjson.Error(w, http.StatusNotFound, "request not found")
 		return Capture{}, false
 	}
 	return c, true
@@ -557,12 +473,12 @@ func (s *Service) lookupCapture(w http.ResponseWriter, r *http.Request) (Capture
 // request (same body, or same Idempotency-Key) already did.
 func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 	var req ReplayRequest
-	if !readStrict(w, r, &req) {
+	if !httpjson.ReadStrict(w, r, maxAdminBody, &req) {
 		return
 	}
 	if req.Source != "" {
 		if _, ok := s.sources.Get(req.Source); !ok {
-			writeError(w, http.StatusNotFound, "source not found")
+			httpjson.Error(w, http.StatusNotFound, "source not found")
 			return
 		}
 	}
@@ -570,11 +486,11 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 	var re *RequestError
 	switch {
 	case errors.As(err, &re):
-		writeError(w, http.StatusBadRequest, re.Error())
+		httpjson.Error(w, http.StatusBadRequest, re.Error())
 		return
 	case err != nil:
 		s.logger.ErrorContext(r.Context(), "inbound: replay failed to start", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "could not start the replay, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not start the replay, retry: "+err.Error())
 		return
 	}
 	w.Header().Set("Location", "/v1/inbound/replays/"+job.ID)
@@ -583,18 +499,28 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusAccepted
 	}
 	job.Cursor = ""
-	writeJSON(w, status, job)
+	httpjson.Write(w, status, job)
 }
 
 func (s *Service) getReplay(w http.ResponseWriter, r *http.Request) {
 	job, ok, err := s.replays.Get(r.Context(), r.PathValue("id"))
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "could not read the replay, retry: "+err.Error())
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not read the replay, retry: "+err.Error())
 	case !ok:
-		writeError(w, http.StatusNotFound, "replay not found")
+		httpjson.Error(w, http.StatusNotFound, "replay not found")
 	default:
 		job.Cursor = ""
-		writeJSON(w, http.StatusOK, job)
+		httpjson.Write(w, http.StatusOK, job)
 	}
+}
+
+// decodeInto decodes body strictly into v, answering the request itself
+// and returning false when it cannot.
+func decodeInto(w http.ResponseWriter, body []byte, v any) bool {
+	if err := httpjson.DecodeStrict(body, v); err != nil {
+		httpjson.Invalid(w, err)
+		return false
+	}
+	return true
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/topics"
 )
@@ -384,7 +385,7 @@ func (s *Service) PublicHandler() http.Handler {
 		mux.Handle(r.Pattern, r.Handler)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "not found: this listener serves POST /in/{source} only")
+		httpjson.Error(w, http.StatusNotFound, "not found: this listener serves POST /in/{source} only")
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")

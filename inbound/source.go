@@ -142,6 +142,9 @@ type ValidationError struct{ Field, Reason string }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
 
+// InputField names the field at fault (for the API's error answers).
+func (e *ValidationError) InputField() string { return e.Field }
+
 var sourceIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Validate checks every setting.
