@@ -33,7 +33,12 @@ type SlotPool struct {
 	used    int
 	held    map[string]int
 	waiting map[string]time.Time // refused endpoints, until served or forgotten
-	now     func() time.Time
+	// waitingOnly counts the waiting endpoints that hold no slot, so that
+	// the fair share costs O(1): owners ask again on every tick, and with
+	// many endpoints waiting a scan per ask would be quadratic.
+	waitingOnly int
+	lastSweep   time.Time
+	now         func() time.Time
 }
 
 // waitingFor is how long a refused endpoint counts as waiting without
@@ -52,12 +57,12 @@ func (p *SlotPool) Acquire(id string) bool {
 	now := p.now()
 	p.forgetIdleWaiters(now)
 	if p.used < p.cap && p.held[id] < p.ceiling() && (p.held[id] < p.fairShare(id) || !p.othersWaiting(id)) {
+		p.unsetWaiting(id)
 		p.used++
 		p.held[id]++
-		delete(p.waiting, id)
 		return true
 	}
-	p.waiting[id] = now
+	p.setWaiting(id, now)
 	return false
 }
 
@@ -71,6 +76,9 @@ func (p *SlotPool) Release(id string) {
 	p.used--
 	if p.held[id]--; p.held[id] == 0 {
 		delete(p.held, id)
+		if _, ok := p.waiting[id]; ok {
+			p.waitingOnly++
+		}
 	}
 }
 
@@ -81,41 +89,54 @@ func (p *SlotPool) InUse() (used, capacity int) {
 	return p.used, p.cap
 }
 
+func (p *SlotPool) setWaiting(id string, now time.Time) {
+	if _, ok := p.waiting[id]; !ok && p.held[id] == 0 {
+		p.waitingOnly++
+	}
+	p.waiting[id] = now
+}
+
+func (p *SlotPool) unsetWaiting(id string) {
+	if _, ok := p.waiting[id]; ok {
+		if p.held[id] == 0 {
+			p.waitingOnly--
+		}
+		delete(p.waiting, id)
+	}
+}
+
 // ceiling is the most slots one endpoint may hold: half of them.
 func (p *SlotPool) ceiling() int { return max(1, p.cap/2) }
 
 // fairShare is the cap divided among the endpoints holding slots or
 // waiting for one, id included.
 func (p *SlotPool) fairShare(id string) int {
-	active := len(p.held)
-	for w := range p.waiting {
-		if p.held[w] == 0 {
-			active++
-		}
-	}
-	if p.held[id] == 0 {
-		if _, ok := p.waiting[id]; !ok {
-			active++
-		}
+	active := len(p.held) + p.waitingOnly
+	if _, waiting := p.waiting[id]; p.held[id] == 0 && !waiting {
+		active++
 	}
 	active = max(active, 1)
 	return max(1, (p.cap+active-1)/active) // rounded up, so no slot stays idle
-
 }
 
 func (p *SlotPool) othersWaiting(id string) bool {
-	for w := range p.waiting {
-		if w != id {
-			return true
-		}
+	n := len(p.waiting)
+	if _, ok := p.waiting[id]; ok {
+		n--
 	}
-	return false
+	return n > 0
 }
 
+// forgetIdleWaiters drops the endpoints that stopped asking, a few times
+// per waitingFor rather than on every ask.
 func (p *SlotPool) forgetIdleWaiters(now time.Time) {
+	if now.Sub(p.lastSweep) < waitingFor/4 {
+		return
+	}
+	p.lastSweep = now
 	for w, at := range p.waiting {
 		if now.Sub(at) > waitingFor {
-			delete(p.waiting, w)
+			p.unsetWaiting(w)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -74,5 +75,40 @@ func TestSlotPoolIsWorkConserving(t *testing.T) {
 	p.Release("unknown")
 	if used, _ := p.InUse(); used != 6 {
 		t.Fatalf("in use %d, want 6", used)
+	}
+}
+
+// Random asks and releases keep the pool's counts true: slots used are the
+// sum held, never above the cap, none above the ceiling, and the count of
+// waiting endpoints without a slot matches a recount.
+func TestSlotPoolCountsStayTrue(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewSlotPool(7, func() time.Time { return now })
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := []string{"a", "b", "c", "d", "e"}
+	for step := range 20000 {
+		id := ids[rng.IntN(len(ids))]
+		switch rng.IntN(3) {
+		case 0, 1:
+			p.Acquire(id)
+		default:
+			p.Release(id)
+		}
+		now = now.Add(time.Duration(rng.IntN(100)) * time.Millisecond)
+		sum, only := 0, 0
+		for _, n := range p.held {
+			sum += n
+			if n > p.ceiling() {
+				t.Fatalf("step %d: an endpoint holds %d, above the ceiling %d", step, n, p.ceiling())
+			}
+		}
+		for w := range p.waiting {
+			if p.held[w] == 0 {
+				only++
+			}
+		}
+		if sum != p.used || p.used > p.cap || only != p.waitingOnly {
+			t.Fatalf("step %d: used %d, held %d, cap %d, waiting without a slot %d (counted %d)", step, p.used, sum, p.cap, only, p.waitingOnly)
+		}
 	}
 }
