@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -446,111 +445,6 @@ func (o *Owner) BreakerWarmed(id string) {
 	}
 }
 
-// Tick does what time brings: lanes whose retry delay or breaker pause
-// has passed start again, live config changes apply, lanes that cannot
-// keep up park, parked lanes refill, failed produces are retried. The
-// driver calls it often (every few milliseconds).
-func (o *Owner) Tick() {
-	if o.stopped {
-		return
-	}
-	now := o.now()
-	if o.holding && o.discovered && !now.Before(o.holdUntil) {
-		o.endHold(now)
-	}
-	o.wake(now)
-	o.retrySlots(now)
-	o.retryDisables(now)
-	o.flushOutboxes(now)
-	o.refillParked()
-	o.releaseEarly()
-}
-
-// Maintain applies live endpoint config changes (a raised max_concurrency
-// starts waiting work without waiting for a completion) and parks every
-// lane that cannot keep up. The driver calls it about once a second, before
-// it commits.
-func (o *Owner) Maintain() {
-	if o.stopped {
-		return
-	}
-	now := o.now()
-	for _, id := range sortedKeys(o.lanes) {
-		o.maintainLane(o.lanes[id], now)
-	}
-	o.refillParked()
-	o.flushOutboxes(now)
-}
-
-func (o *Owner) maintainLane(ls *laneState, now time.Time) {
-	ep, ok := o.cfg.Endpoints.Get(ls.id)
-	if !ok || ep.Status != endpoint.StatusActive {
-		if b := o.cfg.Breakers; b != nil && b.Get(ls.id) != (breakerZero) {
-			b.Reset(ls.id) // re-enabled, it starts with a clean record
-		}
-		if ls.lane.Pending() > 0 {
-			o.pump(ls, now) // dead-letters the lane's backlog
-		}
-		return
-	}
-	if ep.Status == endpoint.StatusActive && o.disabling[ls.id] == disableConfirmed {
-		delete(o.disabling, ls.id) // re-enabled since
-	}
-	ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
-	if ep.Paused {
-		o.expirePaused(ls, now)
-	}
-	if o.parked[ls.id] == nil && !o.holding { // the replay hold keeps lanes whole
-		if why := o.parkReason(ls, ep, now); why != "" {
-			o.park(ls, why)
-			return
-		}
-	}
-	if ls.lane.Pending() > 0 {
-		o.pump(ls, now)
-	}
-}
-
-func (o *Owner) parkReason(ls *laneState, ep endpoint.Endpoint, now time.Time) string {
-	switch {
-	case ep.Paused:
-		return "paused"
-	case o.cfg.Breakers != nil && o.cfg.Breakers.Get(ls.id).State == breakerOpen:
-		return "breaker"
-	case ls.lane.Pending() == 0:
-		return ""
-	}
-	if why := o.overBuffer(ls); why != "" {
-		return why
-	}
-	if oldest, ok := ls.lane.OldestEnqueuedAt(); ok && now.Sub(oldest) > o.cfg.ParkAfter {
-		return "park_after"
-	}
-	return ""
-}
-
-// wake restarts lanes whose retry delay or breaker pause has passed.
-func (o *Owner) wake(now time.Time) {
-	waiting := make([]*laneState, 0, len(o.waiting))
-	for ls := range o.waiting {
-		waiting = append(waiting, ls)
-	}
-	slices.SortFunc(waiting, func(a, b *laneState) int { return strings.Compare(a.id, b.id) })
-	for _, ls := range waiting {
-		if now.Before(ls.pausedUntil) {
-			continue // the breaker is open
-		}
-		at, ok := ls.lane.NextWakeup()
-		if !ls.pausedUntil.IsZero() || (ok && !at.After(now)) {
-			ls.pausedUntil = time.Time{}
-			delete(o.waiting, ls)
-			o.pump(ls, now)
-		} else if !ok {
-			delete(o.waiting, ls)
-		}
-	}
-}
-
 // flushOutboxes issues the parked appends and dead letters that may go.
 func (o *Owner) flushOutboxes(now time.Time) {
 	// A quarter of the queued bytes allowed may be with the producer.
@@ -611,89 +505,6 @@ func (o *Owner) EndpointIDs() []string {
 		ids = append(ids, id)
 	}
 	return ids
-}
-
-// Footprint counts what the owner holds in memory, for the simulator's
-// check that every structure stays within its configured bound.
-type Footprint struct {
-	Lanes, Tasks, Entities int
-	ParkedLanes            int
-	Loaded                 int // parked tasks read back and in a lane
-	Unfinished             int // parked offsets read back, not finished
-	Copies                 int
-	QueuedAppends          int
-	QueuedDeadLetters      int
-	AlreadyParked          int
-	Tracked                int // deliveries offsets tracked, finished or not
-	// Bytes: the largest lane's, the largest parked window's, and the
-	// queued appends'.
-	MaxLaneBytes, MaxWindowBytes, QueuedAppendBytes int64
-	Holding                                         bool // the replay hold: lanes do not park
-}
-
-// Footprint returns what the owner holds now.
-func (o *Owner) Footprint() Footprint {
-	f := Footprint{Lanes: len(o.lanes), ParkedLanes: len(o.parked), QueuedAppends: o.appends.pending(),
-		QueuedDeadLetters: o.dead.pending(), AlreadyParked: len(o.alreadyParked),
-		QueuedAppendBytes: o.appends.bytes, Holding: o.holding}
-	for _, ls := range o.lanes {
-		f.Tasks += ls.lane.Pending() + ls.lane.InFlight()
-		f.Entities += ls.lane.Entities()
-		f.MaxLaneBytes = max(f.MaxLaneBytes, ls.lane.Bytes())
-	}
-	for _, pl := range o.parked {
-		f.Loaded += pl.inLane
-		f.Unfinished += len(pl.unfinished)
-		f.Copies += len(pl.copies)
-		f.MaxWindowBytes = max(f.MaxWindowBytes, pl.windowBytes())
-	}
-	if o.tracker != nil {
-		f.Tracked = o.tracker.size
-	}
-	return f
-}
-
-// LaneBytes returns the bytes every lane holds, and the lane holding the
-// most that is not parked yet ("" if none), for the driver's instance-wide
-// budget.
-func (o *Owner) LaneBytes() (total int64, largest string) {
-	var most int64
-	for _, id := range sortedKeys(o.lanes) {
-		b := o.lanes[id].lane.Bytes()
-		total += b
-		if o.parked[id] == nil && o.lanes[id].lane.Pending() > 0 && b > most {
-			most, largest = b, id
-		}
-	}
-	return total, largest
-}
-
-// LaneBytesOf returns the bytes one lane holds (0 if there is none).
-func (o *Owner) LaneBytesOf(id string) int64 {
-	if ls := o.lanes[id]; ls != nil {
-		return ls.lane.Bytes()
-	}
-	return 0
-}
-
-// ParkLane parks an endpoint's lane that is not parked yet, for a reason
-// the driver gives (the instance's memory budget), and reports whether it
-// did. The replay hold keeps lanes whole: nothing parks while it lasts.
-func (o *Owner) ParkLane(id, why string) bool {
-	ls := o.lanes[id]
-	if ls == nil || o.parked[id] != nil || o.holding || o.stopped || !o.discovered || ls.lane.Pending() == 0 {
-		return false
-	}
-	o.park(ls, why)
-	o.flushOutboxes(o.now())
-	return true
-}
-
-// Drained reports whether the owner holds no work at all: no lane, no
-// parked backlog, nothing to produce and every tracked offset finished.
-func (o *Owner) Drained() bool {
-	return len(o.lanes) == 0 && len(o.parked) == 0 && o.appends.pending() == 0 && o.dead.pending() == 0 &&
-		(o.tracker == nil || o.tracker.Outstanding() == 0) && o.Idle()
 }
 
 // sortedKeys returns m's keys in order: the owner iterates maps in a fixed

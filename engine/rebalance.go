@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/partition"
+)
+
+// Taking partitions over and giving them up: the offsets an owner starts
+// from, and the release that waits for, or cancels, attempts in flight.
+
+// onAssigned takes partitions over. It reads only the two committed
+// offsets; the owner reads the parked partition afterwards, with fetching
+// of the partition paused until it is done, so the rebalance callback does
+// not hold up the instance's other partitions.
+func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	// The callback's context ends only when the client closes, which Stop
+	// does after the poll loop returned; and the poll loop waits for this
+	// callback. So it gives up when Stop begins, too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
+	for _, p := range assigned[s.cfg.Topics.Deliveries] {
+		at, err := s.assignmentOffsets(ctx, p)
+		if err != nil {
+			return // the client is closing
+		}
+		d, err := newDriven(s, p)
+		if err != nil {
+			s.cfg.Logger.Error("cannot own deliveries partition", "partition", p, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		s.parts[p] = d
+		s.mu.Unlock()
+		d.pauseFetch(cl)
+		d.do(func(o *partition.Owner) { o.Assign(at) })
+	}
+}
+
+// assignmentOffsets retries until the offsets are read or ctx ends (the
+// client closing): dispatching without them could break per-entity order.
+func (s *DeliveryStage) assignmentOffsets(ctx context.Context, p int32) (partition.Assignment, error) {
+	for attempt := 1; ; attempt++ {
+		at, err := s.tryAssignmentOffsets(ctx, p)
+		if err == nil || ctx.Err() != nil {
+			return at, err
+		}
+		s.cfg.Logger.Error("reading committed offsets failed; retrying", "partition", p, "err", err)
+		if !sleepCtx(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
+			return partition.Assignment{}, ctx.Err()
+		}
+	}
+}
+
+func (s *DeliveryStage) tryAssignmentOffsets(ctx context.Context, p int32) (at partition.Assignment, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var meta string
+	if at.DeliveriesCommitted, meta, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
+		return at, fmt.Errorf("deliveries commit: %w", err)
+	}
+	if at.Parked, err = s.parkedProgress(ctx, p, meta); err != nil {
+		return at, err
+	}
+	ends, err := s.admin.ListEndOffsets(ctx, s.cfg.Topics.Deliveries)
+	if err != nil {
+		return at, fmt.Errorf("deliveries end: %w", err)
+	}
+	if o, ok := ends.Lookup(s.cfg.Topics.Deliveries, p); ok && o.Err == nil && o.Offset > at.DeliveriesCommitted {
+		if at.ReplayEnd, err = s.lastRecordEnd(ctx, p, at.DeliveriesCommitted, o.Offset); err != nil {
+			return at, fmt.Errorf("deliveries end: %w", err)
+		}
+	}
+	return at, nil
+}
+
+// parkedProgress decodes the parked progress the deliveries commit carries.
+// A commit without one (written before progress moved into it) falls back
+// to the parked group's offset, every endpoint read from there.
+func (s *DeliveryStage) parkedProgress(ctx context.Context, p int32, meta string) (partition.ParkedProgress, error) {
+	progress, err := partition.DecodeProgress(meta)
+	if err == nil {
+		return progress, nil
+	}
+	if !errors.Is(err, partition.ErrNoProgress) {
+		s.cfg.Logger.Warn("unreadable parked progress in the deliveries commit; reading the parked group's", "partition", p, "err", err)
+	}
+	at, _, err := committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p)
+	if err != nil {
+		return progress, fmt.Errorf("parked commit: %w", err)
+	}
+	return partition.ParkedProgress{Commit: at, Rest: at}, nil
+}
+
+// replayTailOffsets is how far below the end of the deliveries partition
+// lastRecordEnd looks for its last record.
+const replayTailOffsets = 64
+
+// lastRecordEnd returns one past the last record below end, so that the
+// owner's replay hold ends when it has routed that record: the offsets just
+// below the end of a transactional topic are commit markers, which no
+// fetch returns. With no record in the tail it returns from: the hold then
+// ends on its time limit.
+func (s *DeliveryStage) lastRecordEnd(ctx context.Context, p int32, from, end int64) (int64, error) {
+	start := max(from, end-replayTailOffsets)
+	res, err := s.deliveriesReader.Read(ctx, p, start, 1<<20)
+	if err != nil {
+		return 0, err
+	}
+	last := from
+	for _, r := range res.Records {
+		if r.Offset < end {
+			last = r.Offset + 1
+		}
+	}
+	return last, nil
+}
+
+// committedOffset returns group's committed offset for topic/p with its
+// metadata, or the log start when it has none.
+func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string, p int32) (int64, string, error) {
+	resp, err := adm.FetchOffsets(ctx, group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) { // a group that never committed
+		return 0, "", err
+	}
+	if o, ok := resp.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
+		return o.At, o.Metadata, nil
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, "", err
+	}
+	if o, ok := starts.Lookup(topic, p); ok && o.Err == nil {
+		return o.Offset, "", nil
+	}
+	return 0, "", nil
+}
+
+func (s *DeliveryStage) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.release(ctx, cl, revoked[s.cfg.Topics.Deliveries], true)
+}
+
+// onLost drops the partitions without committing: another member may own
+// them already, and a commit from us could move its progress backwards.
+func (s *DeliveryStage) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	s.release(ctx, cl, lost[s.cfg.Topics.Deliveries], false)
+}
+
+// release gives partitions up: unstarted tasks are dropped (the next owner
+// reads them again from the committed watermark), in-flight attempts are
+// awaited, and canceled at RevokeTimeout, so two owners never deliver the
+// same entity at once; then the watermarks are committed if commit is set.
+func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int32, commit bool) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	var gone []*driven
+	s.mu.Lock()
+	for _, p := range parts {
+		if d, ok := s.parts[p]; ok {
+			gone = append(gone, d)
+			delete(s.parts, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range gone {
+		d.do((*partition.Owner).Stop)
+		d.resumeFetch(cl)
+	}
+	deadline := time.Now().Add(s.cfg.RevokeTimeout)
+	for _, d := range gone {
+		d.awaitIdle(deadline)
+	}
+	if commit {
+		s.commitPartitions(ctx, cl, gone)
+	}
+	s.handOverBreakers(ctx, gone, commit)
+	for _, d := range gone {
+		s.cfg.Logger.Info("deliveries partition released", "partition", d.id, "committed", commit)
+	}
+}
