@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -74,11 +75,30 @@ func SealedKeyIDs(ctx context.Context, t testing.TB, brokers []string, topic str
 	return out
 }
 
-// SecretsRing is a key ring of one fresh key, for services a test starts
-// against a real cluster (which refuse to write secrets in plaintext).
+// SecretsRing is a key ring of one fresh key per test, for services a
+// test starts against a real cluster (which refuse to write secrets in
+// plaintext). Every instance a test starts gets the same ring: instances
+// of one Laneway must share their key, or each would hold the endpoints
+// whose secrets another sealed.
 func SecretsRing(t testing.TB) *secretbox.Ring {
 	t.Helper()
-	return Ring(t, secretbox.NewKey("test"))
+	ring, _ := perTest(t, &rings, func() any { return Ring(t, secretbox.NewKey("test")) }).(*secretbox.Ring)
+	return ring
+}
+
+var rings, keyFiles sync.Map // testing.TB → the test's ring or key file
+
+// perTest returns what newValue made for t the first time it was asked, and
+// forgets it when t ends.
+func perTest(t testing.TB, m *sync.Map, newValue func() any) any {
+	if v, ok := m.Load(t); ok {
+		return v
+	}
+	v, loaded := m.LoadOrStore(t, newValue())
+	if !loaded {
+		t.Cleanup(func() { m.Delete(t) })
+	}
+	return v
 }
 
 // Ring is secretbox.NewRing of keys, failing the test on error.
@@ -92,13 +112,17 @@ func Ring(t testing.TB, keys ...secretbox.Key) *secretbox.Ring {
 }
 
 // SecretsKeyFile writes a key file of one fresh key in a temporary
-// directory of the test and returns its path, for `laneway serve
+// directory of the test (once per test: every process shares it) and
+// returns its path, for `laneway serve
 // --secrets-key-file` in tests that run the binary.
 func SecretsKeyFile(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "secrets.key")
-	if _, _, err := secretbox.EnsureKeyFile(path); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := perTest(t, &keyFiles, func() any {
+		path := filepath.Join(t.TempDir(), "secrets.key")
+		if _, _, err := secretbox.EnsureKeyFile(path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}).(string)
 	return path
 }
