@@ -6,4 +6,26 @@
 // The watermark is what makes "at least once" hold: an offset is committed
 // only once every record below it was delivered, dead-lettered, superseded
 // or parked, so a crash replays work rather than losing it.
+//
+// The Owner decides everything for one deliveries partition and its parked
+// partition. It starts no goroutine, reads no clock and never blocks: every
+// effect goes through Effects, every completion comes back as a method, so
+// the simulator (package sim) can drive it through any interleaving.
+//
+// Where things live:
+//
+//	owner.go      Owner, its Config, dispatching fetched records to lanes
+//	lane.go       one endpoint's queue: per-entity FIFO, concurrency limit, turns
+//	tracker.go    finished offsets and the watermark
+//	attempts.go   starting attempts and acting on their outcomes (retry, dead letter, breaker)
+//	maintain.go   Tick and Maintain: retry delays, breaker pauses, config changes, parking
+//	parking.go    parking a lane: copies of in-flight deliveries, appends, hand-over
+//	readback.go   reading a parked lane back: the window, staging, dying unread
+//	replay.go     assignment: the scan of the parked partition, the replay hold
+//	progress.go   the parked progress per endpoint, committed as the commit's metadata
+//	outbox.go     produces issued in order and retried in order
+//	memory.go     what the owner holds: footprint, byte budgets
+//	slots.go      the instance's cap on attempts in flight (SlotPool)
+//	stats.go      per-endpoint gauges and health snapshots
+//	effects.go    the Effects the driver carries out, and their requests
 package partition
