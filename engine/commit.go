@@ -50,6 +50,7 @@ func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds
 	for _, d := range ds {
 		if c, ok := commits[d.id]; ok {
 			d.do(func(o *partition.Owner) { o.Committed(c) })
+			s.emit(Event{Kind: EventCommitted, Partition: d.id, Offset: c.Deliveries})
 			parked.AddOffset(s.cfg.Topics.Parked, d.id, c.Parked.Commit, -1)
 		}
 	}

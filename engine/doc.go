@@ -16,5 +16,6 @@
 //	commit.go      the deliveries watermark with the parked progress, in one fenced commit
 //	collector.go   per-endpoint and per-partition gauges, read at scrape time
 //	metrics.go     the stage's counters and histograms
+//	events.go      what the stage did, told to DeliveryConfig.OnEvent (tests wait on it)
 //	fdlimit_*.go   the default cap on attempts in flight, from the file-descriptor limit
 package engine

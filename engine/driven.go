@@ -55,7 +55,7 @@ func newDriven(s *DeliveryStage, p int32) (*driven, error) {
 		Rand: s.cfg.Rand, Retry: s.cfg.Retry, DisableAfter: s.cfg.DisableAfter, ParkAfter: s.cfg.ParkAfter,
 		LaneBuffer: s.cfg.LaneBuffer, ParkedWindow: s.cfg.ParkedWindow, InstanceID: s.cfg.InstanceID,
 		LaneBytes: s.cfg.LaneBytes, ParkedWindowBytes: s.cfg.ParkedWindowBytes, Slots: s.slots,
-		Metrics: s.cfg.Metrics.forOwner(), Logger: s.cfg.Logger,
+		Metrics: s.cfg.Metrics.forOwner(p, s.cfg.OnEvent), Logger: s.cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

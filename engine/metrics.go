@@ -76,10 +76,17 @@ func (m *Metrics) addFanout(c fanoutCounts) {
 	m.unmatchedEvents.Add(float64(c.unmatched))
 }
 
-// ownerMetrics is what a partition.Owner reports to; nil-safe.
-type ownerMetrics struct{ m *Metrics }
+// ownerMetrics is what a partition.Owner reports to; nil-safe. It also
+// tells the stage's OnEvent hook about lanes parked and unparked.
+type ownerMetrics struct {
+	m         *Metrics
+	partition int32
+	onEvent   func(Event)
+}
 
-func (m *Metrics) forOwner() partition.Metrics { return ownerMetrics{m} }
+func (m *Metrics) forOwner(p int32, onEvent func(Event)) partition.Metrics {
+	return ownerMetrics{m: m, partition: p, onEvent: onEvent}
+}
 
 func (o ownerMetrics) Attempt(outcome string, seconds float64) {
 	if o.m == nil {
@@ -111,9 +118,21 @@ func (o ownerMetrics) Superseded(n int) {
 	o.m.deliveries.WithLabelValues("superseded").Add(float64(n))
 }
 
-func (o ownerMetrics) Parked(reason string) {
+func (o ownerMetrics) Parked(endpointID, reason string) {
 	if o.m != nil {
 		o.m.parks.WithLabelValues(reason).Inc()
+	}
+	o.event(Event{Kind: EventLaneParked, Endpoint: endpointID, Reason: reason})
+}
+
+func (o ownerMetrics) Unparked(endpointID string) {
+	o.event(Event{Kind: EventLaneUnparked, Endpoint: endpointID})
+}
+
+func (o ownerMetrics) event(e Event) {
+	if o.onEvent != nil {
+		e.Partition = o.partition
+		o.onEvent(e)
 	}
 }
 

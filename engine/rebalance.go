@@ -42,6 +42,7 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 		s.mu.Unlock()
 		d.pauseFetch(cl)
 		d.do(func(o *partition.Owner) { o.Assign(at) })
+		s.emit(Event{Kind: EventAssigned, Partition: p})
 	}
 }
 
@@ -184,5 +185,6 @@ func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int
 	s.handOverBreakers(ctx, gone, commit)
 	for _, d := range gone {
 		s.cfg.Logger.Info("deliveries partition released", "partition", d.id, "committed", commit)
+		s.emit(Event{Kind: EventReleased, Partition: d.id})
 	}
 }

@@ -34,18 +34,21 @@ func TestLaneParksWhenItsBytesPassTheBudget(t *testing.T) {
 	rc, release := heldReceiver(t)
 	ep := testEndpoint("ep_big", rc.URL("/big"))
 	ep.MaxConcurrency = 1
+	events := newEventLog()
 	s := r.startStage(stageOpts{endpoints: newFakeEndpoints(ep), breakers: newFakeBreakers(), tweak: func(c *DeliveryConfig) {
 		c.LaneBytes = 16 << 10
+		c.OnEvent = events.add
 	}})
 	t.Cleanup(release)
 	s.waitOwned(t, 0)
 	for i := range 40 {
 		r.produce(0, bigDelivery(fmt.Sprint("ev", i), "ep_big", fmt.Sprint("e", i), 1<<10))
 	}
-	r.waitParked(t, "ep_big", 20)
-	if got := s.counter(t, "laneway_lanes_parked_total", "reason", "lane_bytes"); got != 1 {
-		t.Fatalf("lanes parked for lane_bytes: %v, want 1", got)
+	parked := events.wait(t, time.Minute, "ep_big's lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
+	if parked.Endpoint != "ep_big" || parked.Reason != "lane_bytes" {
+		t.Fatalf("parked %+v, want ep_big for lane_bytes", parked)
 	}
+	r.waitParked(t, "ep_big", 20)
 }
 
 // Lanes each within LaneBytes but together above InstanceBytes: the
@@ -55,8 +58,10 @@ func TestInstanceBytesParkTheLargestLane(t *testing.T) {
 	rc, release := heldReceiver(t)
 	small, large := testEndpoint("ep_small", rc.URL("/small")), testEndpoint("ep_large", rc.URL("/large"))
 	small.MaxConcurrency, large.MaxConcurrency = 1, 1
+	events := newEventLog()
 	s := r.startStage(stageOpts{endpoints: newFakeEndpoints(small, large), breakers: newFakeBreakers(), tweak: func(c *DeliveryConfig) {
 		c.InstanceBytes = 24 << 10
+		c.OnEvent = events.add
 	}})
 	t.Cleanup(release)
 	s.waitOwned(t, 0)
@@ -65,10 +70,11 @@ func TestInstanceBytesParkTheLargestLane(t *testing.T) {
 		r.produce(0, bigDelivery(fmt.Sprint("s", i), "ep_small", fmt.Sprint("e", i), 1<<10))
 		r.produce(1, bigDelivery(fmt.Sprint("l", i), "ep_large", fmt.Sprint("e", i), 2<<10))
 	}
-	r.waitParked(t, "ep_large", 5)
-	if got := s.counter(t, "laneway_lanes_parked_total", "reason", "instance_bytes"); got != 1 {
-		t.Fatalf("lanes parked for instance_bytes: %v, want 1", got)
+	parked := events.wait(t, time.Minute, "a lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
+	if parked.Endpoint != "ep_large" || parked.Reason != "instance_bytes" {
+		t.Fatalf("parked %+v, want ep_large for instance_bytes", parked)
 	}
+	r.waitParked(t, "ep_large", 5)
 	waitCond(t, 30*time.Second, "the small endpoint's first request", func() (bool, string) {
 		return len(rc.requests()) >= 2, fmt.Sprint(rc.requests())
 	})

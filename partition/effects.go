@@ -71,7 +71,8 @@ type Metrics interface {
 	Ended(outcome string)
 	Dead(reason string)
 	Superseded(n int)
-	Parked(reason string)
+	Parked(endpointID, reason string)
+	Unparked(endpointID string)
 	ParkedExpired(n int)
 }
 

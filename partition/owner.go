@@ -524,5 +524,6 @@ func (noMetrics) Attempt(string, float64) {}
 func (noMetrics) Ended(string)            {}
 func (noMetrics) Dead(string)             {}
 func (noMetrics) Superseded(int)          {}
-func (noMetrics) Parked(string)           {}
+func (noMetrics) Parked(string, string)   {}
+func (noMetrics) Unparked(string)         {}
 func (noMetrics) ParkedExpired(int)       {}

@@ -175,7 +175,7 @@ func (o *Owner) park(ls *laneState, why string) {
 	moved := o.appendUnstarted(pl, ls)
 	delete(o.waiting, ls)
 	o.log.Info("lane parked", "endpoint", ls.id, "reason", why, "moved", moved, "in_flight", len(ls.running))
-	o.cfg.Metrics.Parked(why)
+	o.cfg.Metrics.Parked(ls.id, why)
 }
 
 // appendUnstarted moves the lane's unstarted tasks to the parked log, in
@@ -382,6 +382,7 @@ func (o *Owner) unpark(pl *parkedLane) {
 		st.parkedReason = ""
 	}
 	o.log.Info("lane unparked", "endpoint", pl.id)
+	o.cfg.Metrics.Unparked(pl.id)
 	if ls := o.lanes[pl.id]; ls != nil {
 		o.dropIfIdle(ls)
 	}
