@@ -20,6 +20,9 @@ const (
 	// EventLaneUnparked: a parked lane's backlog is finished; its new
 	// deliveries flow directly again.
 	EventLaneUnparked EventKind = "lane_unparked"
+	// EventAttempt: an attempt to Endpoint ended with outcome Reason
+	// (delivered, retry, dead, canceled, ...).
+	EventAttempt EventKind = "attempt"
 )
 
 // Event is one thing the delivery stage did.
@@ -27,7 +30,7 @@ type Event struct {
 	Kind      EventKind
 	Partition int32
 	Endpoint  string // lane events
-	Reason    string // EventLaneParked
+	Reason    string // EventLaneParked: why; EventAttempt: the outcome
 	Offset    int64  // EventCommitted
 }
 

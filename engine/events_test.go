@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -78,4 +79,16 @@ func TestStageEvents(t *testing.T) {
 	})
 	s.stop()
 	events.wait(t, time.Minute, "partition 0 released", func(e Event) bool { return e.Kind == EventReleased && e.Partition == 0 })
+}
+
+// waitAttempts waits until n attempts to any endpoint ended with outcome.
+func (l *eventLog) waitAttempts(t *testing.T, within time.Duration, outcome string, n int) {
+	t.Helper()
+	got := 0
+	l.wait(t, within, fmt.Sprintf("%d attempts ending %s", n, outcome), func(e Event) bool {
+		if e.Kind == EventAttempt && e.Reason == outcome {
+			got++
+		}
+		return got >= n
+	})
 }

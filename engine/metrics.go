@@ -88,12 +88,12 @@ func (m *Metrics) forOwner(p int32, onEvent func(Event)) partition.Metrics {
 	return ownerMetrics{m: m, partition: p, onEvent: onEvent}
 }
 
-func (o ownerMetrics) Attempt(outcome string, seconds float64) {
-	if o.m == nil {
-		return
+func (o ownerMetrics) Attempt(endpointID, outcome string, seconds float64) {
+	if o.m != nil {
+		o.m.attempts.WithLabelValues(outcome).Inc()
+		o.m.attemptSeconds.Observe(seconds)
 	}
-	o.m.attempts.WithLabelValues(outcome).Inc()
-	o.m.attemptSeconds.Observe(seconds)
+	o.event(Event{Kind: EventAttempt, Endpoint: endpointID, Reason: outcome})
 }
 
 func (o ownerMetrics) Ended(outcome string) {

@@ -38,11 +38,8 @@ func TestReleaseHandsOverEveryBreakerUsed(t *testing.T) {
 		s.waitOwned(t, 0)
 		r.produce(0, testDelivery("evt-idle", "ep-idle", "order:1", 1), testDelivery("evt-busy", "ep-busy", "order:2", 1))
 
-		waitCond(t, 30*time.Second, "one success and one failure", func() (bool, string) {
-			ok := s.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
-			retry := s.counter(t, "laneway_delivery_attempts_total", "outcome", "retry")
-			return ok == 1 && retry == 1, "delivered " + ftoa(ok) + ", retry " + ftoa(retry)
-		})
+		s.events.waitAttempts(t, 30*time.Second, "delivered", 1)
+		s.events.waitAttempts(t, 30*time.Second, "retry", 1)
 		waitCond(t, 30*time.Second, "ep-idle's lane to go idle while ep-busy's waits", func() (bool, string) {
 			idle := laneIdle(t, s.reg, "ep-idle")
 			busy, busyShown := metricValue(t, s.reg, "laneway_endpoint_pending", "endpoint", "ep-busy")

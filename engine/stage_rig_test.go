@@ -238,6 +238,9 @@ type testStage struct {
 	stopping atomic.Bool
 	stopped  chan struct{} // closed when Stop has returned
 	stopTook time.Duration
+	// events are the stage's events, unless the test's tweak set its own
+	// OnEvent.
+	events *eventLog
 }
 
 // startStage starts a delivery stage on the rig's topics and group. Its
@@ -253,6 +256,8 @@ func (r *stageRig) startStage(o stageOpts) *testStage {
 		// Quick fetches keep assignment and resume fast on kfake.
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
 	}
+	events := newEventLog()
+	cfg.OnEvent = events.add
 	if o.tweak != nil {
 		o.tweak(&cfg)
 	}
@@ -274,7 +279,7 @@ func (r *stageRig) startStage(o stageOpts) *testStage {
 		r.t.Fatal(err)
 	}
 	reg.MustRegister(s.Collector())
-	ts := &testStage{DeliveryStage: s, reg: reg, stopped: make(chan struct{})}
+	ts := &testStage{DeliveryStage: s, reg: reg, stopped: make(chan struct{}), events: events}
 	s.Start()
 	r.t.Cleanup(ts.stop)
 	return ts

@@ -50,10 +50,7 @@ func TestStopReturnsWhileKafkaIsUnreachable(t *testing.T) {
 
 			r.produce(0, testDelivery("evt-ok", "ep-1", "order:1", 1))
 			rc.next(t, 30*time.Second, "the first delivery")
-			waitCond(t, 30*time.Second, "the first delivery to succeed", func() (bool, string) {
-				v := s.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
-				return v == 1, "delivered attempts: " + ftoa(v)
-			})
+			s.events.waitAttempts(t, 30*time.Second, "delivered", 1)
 			waitCond(t, 30*time.Second, "the first delivery's commit", func() (bool, string) {
 				at := r.committed(0)
 				return at == 1, "committed " + itoa(at)
@@ -71,10 +68,7 @@ func TestStopReturnsWhileKafkaIsUnreachable(t *testing.T) {
 				})
 			}
 			close(release)
-			waitCond(t, 30*time.Second, "the 413 to be classified (its dead letter is then issued)", func() (bool, string) {
-				v := s.counter(t, "laneway_delivery_attempts_total", "outcome", "dead")
-				return v == 1, "dead attempts: " + ftoa(v)
-			})
+			s.events.waitAttempts(t, 30*time.Second, "dead", 1) // the 413 classified: its dead letter is then issued
 			if v := s.counter(t, "laneway_dead_letters_total", "reason", "payload_too_large"); v != 0 {
 				t.Fatalf("%v dead letters acknowledged by an unreachable Kafka", v)
 			}
@@ -148,10 +142,7 @@ func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 			// The canceled delivery stayed unfinished: the next owner makes it.
 			br2 := newFakeBreakers()
 			s2 := r.startStage(stageOpts{endpoints: eps, breakers: br2, tweak: tweak})
-			waitCond(t, time.Minute, "the next owner to deliver the canceled delivery", func() (bool, string) {
-				v := s2.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
-				return v == 1, "delivered by the next owner: " + ftoa(v)
-			})
+			s2.events.waitAttempts(t, time.Minute, "delivered", 1) // the next owner delivers the canceled delivery
 			if got := rc.answered("evt-held", http.StatusOK); got != 1 {
 				t.Fatalf("evt-held answered 200 %d times, want 1", got)
 			}
@@ -176,10 +167,7 @@ func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 			// attempt on that partition at the deadline.
 			br2 := newFakeBreakers()
 			second := r.startStage(stageOpts{endpoints: eps, breakers: br2, tweak: tweak})
-			waitCond(t, 2*time.Minute, "the revoke to cancel one attempt", func() (bool, string) {
-				v := first.counter(t, "laneway_delivery_attempts_total", "outcome", "canceled")
-				return v == 1, "canceled: " + ftoa(v)
-			})
+			first.events.waitAttempts(t, 2*time.Minute, "canceled", 1) // the revoke cancels one attempt
 			moved := int32(-1)
 			waitCond(t, time.Minute, "the second instance to own the revoked partition", func() (bool, string) {
 				for _, p := range []int32{0, 1} {

@@ -212,7 +212,7 @@ func (o *Owner) AttemptDone(a *Attempt, res AttemptResult) {
 		return
 	}
 	outcome := deliver.Classify(res.Err)
-	o.cfg.Metrics.Attempt(outcome.String(), res.Duration.Seconds())
+	o.cfg.Metrics.Attempt(ls.id, outcome.String(), res.Duration.Seconds())
 	if outcome == deliver.Canceled {
 		// Abandoned at shutdown: not an attempt, nothing about the
 		// endpoint. The task stays unfinished for the next owner.

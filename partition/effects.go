@@ -67,7 +67,7 @@ type Effects interface {
 // Metrics receives the owner's counts. Nil-safe wrappers live in the
 // owner; an implementation never sees a nil receiver.
 type Metrics interface {
-	Attempt(outcome string, seconds float64)
+	Attempt(endpointID, outcome string, seconds float64)
 	Ended(outcome string)
 	Dead(reason string)
 	Superseded(n int)

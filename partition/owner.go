@@ -520,7 +520,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 type noMetrics struct{}
 
-func (noMetrics) Attempt(string, float64) {}
+func (noMetrics) Attempt(string, string, float64) {}
 func (noMetrics) Ended(string)            {}
 func (noMetrics) Dead(string)             {}
 func (noMetrics) Superseded(int)          {}

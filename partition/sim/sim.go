@@ -311,7 +311,7 @@ func (q *eventQueue) Pop() any {
 // simMetrics counts what the oracle needs from the owner's metrics.
 type simMetrics struct{ s *Sim }
 
-func (m *simMetrics) Attempt(string, float64) {}
+func (m *simMetrics) Attempt(string, string, float64) {}
 func (m *simMetrics) Ended(string)            {}
 func (m *simMetrics) Dead(string)             {}
 func (m *simMetrics) Superseded(int)          {}
