@@ -521,9 +521,9 @@ func sortedKeys[V any](m map[string]V) []string {
 type noMetrics struct{}
 
 func (noMetrics) Attempt(string, string, float64) {}
-func (noMetrics) Ended(string)            {}
-func (noMetrics) Dead(string)             {}
-func (noMetrics) Superseded(int)          {}
-func (noMetrics) Parked(string, string)   {}
-func (noMetrics) Unparked(string)         {}
-func (noMetrics) ParkedExpired(int)       {}
+func (noMetrics) Ended(string)                    {}
+func (noMetrics) Dead(string)                     {}
+func (noMetrics) Superseded(int)                  {}
+func (noMetrics) Parked(string, string)           {}
+func (noMetrics) Unparked(string)                 {}
+func (noMetrics) ParkedExpired(int)               {}

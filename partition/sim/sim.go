@@ -312,11 +312,11 @@ func (q *eventQueue) Pop() any {
 type simMetrics struct{ s *Sim }
 
 func (m *simMetrics) Attempt(string, string, float64) {}
-func (m *simMetrics) Ended(string)            {}
-func (m *simMetrics) Dead(string)             {}
-func (m *simMetrics) Superseded(int)          {}
-func (m *simMetrics) Parked(string, string)   {}
-func (m *simMetrics) Unparked(string)         {}
+func (m *simMetrics) Ended(string)                    {}
+func (m *simMetrics) Dead(string)                     {}
+func (m *simMetrics) Superseded(int)                  {}
+func (m *simMetrics) Parked(string, string)           {}
+func (m *simMetrics) Unparked(string)                 {}
 func (m *simMetrics) ParkedExpired(n int) {
 	m.s.violate("rule 1: %d parked offsets expired under retention before they were read back", n)
 }
