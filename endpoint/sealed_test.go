@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testenv"
@@ -143,22 +141,10 @@ func TestSealedSecretsDoNotMoveBetweenEndpoints(t *testing.T) {
 	}
 	recs := testenv.RawRecords(ctx, t, b.Brokers, topic)
 	forged := bytes.Replace(recs[0].Value, []byte(`"id":"ep_1"`), []byte(`"id":"ep_2"`), 1)
-	produceRaw(ctx, t, b, topic, "ep_2", forged)
+	testenv.ProduceRaw(ctx, t, b.Brokers, topic, "ep_2", forged)
 	reader := sealedStore(t, b, topic, r)
 	if got, ok := reader.Get("ep_2"); !ok || len(got.Secrets) != 0 || !got.Paused {
 		t.Fatalf("ep_2 with ep_1's sealed secrets reads %+v (ok %v); want held", got, ok)
-	}
-}
-
-func produceRaw(ctx context.Context, t *testing.T, b testenv.Backend, topic, key string, value []byte) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: value}).FirstErr(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -173,7 +159,7 @@ func TestPlaintextEndpointsReadAndRekeyed(t *testing.T) {
 			topic := configTopic(t, b)
 			legacy := endpoint.NewSecret()
 			value, _ := json.Marshal(withSecrets("ep_old", legacy))
-			produceRaw(ctx, t, b, topic, "ep_old", value)
+			testenv.ProduceRaw(ctx, t, b.Brokers, topic, "ep_old", value)
 
 			k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
 			s1 := sealedStore(t, b, topic, testenv.Ring(t, k1))

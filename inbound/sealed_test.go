@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testenv"
 )
@@ -97,7 +95,7 @@ func TestPlaintextSourcesReadAndRekeyed(t *testing.T) {
 		defer cancel()
 		legacy, _ := NewSecret(KindGitHub)
 		value, _ := json.Marshal(githubSource("old", legacy, "")) // as written before sealing
-		produceSource(ctx, t, b, f.topics.Sources, "old", value)
+		testenv.ProduceRaw(ctx, t, b.Brokers, f.topics.Sources, "old", value)
 
 		k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
 		s1 := sealedSourceStore(t, b, f.topics.Sources, testenv.Ring(t, k1))
@@ -119,18 +117,6 @@ func TestPlaintextSourcesReadAndRekeyed(t *testing.T) {
 			t.Fatalf("with k2 alone old reads %+v", got)
 		}
 	})
-}
-
-func produceSource(ctx context.Context, t *testing.T, b testenv.Backend, topic, key string, value []byte) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: value}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestFrontDoorAsksSendersToRetryWhileASourceIsHeld: a request to a source

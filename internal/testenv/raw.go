@@ -14,6 +14,20 @@ import (
 	"github.com/laneway/laneway/internal/secretbox"
 )
 
+// ProduceRaw writes one record to topic as a plain producer would, for
+// tests that put a record a store did not write (an older version's).
+func ProduceRaw(ctx context.Context, t testing.TB, brokers []string, topic, key string, value []byte) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // RawRecords reads partition 0 of topic from its start to its current end
 // with a plain consumer, as anyone who can reach the brokers could: tests
 // use it to look at what a store really wrote.
