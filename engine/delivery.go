@@ -414,9 +414,9 @@ func (s *DeliveryStage) keepWithinBytes() {
 		var holder *driven
 		for _, d := range owned {
 			d.do(func(o *partition.Owner) {
-				t, id := o.LaneBytes()
+				t, id, b := o.LaneBytes()
 				total += t
-				if b := o.LaneBytesOf(id); id != "" && b > most {
+				if id != "" && b > most {
 					most, largest, holder = b, id, d
 				}
 			})

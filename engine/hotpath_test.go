@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -120,5 +119,3 @@ func TestDeliveryHotPathAllocations(t *testing.T) {
 		t.Fatalf("%d attempts sent, want %d", got, want)
 	}
 }
-
-var _ = time.Second

@@ -44,26 +44,21 @@ func (o *Owner) Footprint() Footprint {
 }
 
 // LaneBytes returns the bytes every lane holds, and the lane holding the
-// most that is not parked yet ("" if none), for the driver's instance-wide
-// budget.
-func (o *Owner) LaneBytes() (total int64, largest string) {
-	var most int64
-	for _, id := range sortedKeys(o.lanes) {
-		b := o.lanes[id].lane.Bytes()
+// most (most bytes) that is not parked yet and has work to park ("" if
+// none), for the driver's instance-wide budget. Ties go to the lowest id,
+// so the choice does not depend on map order.
+func (o *Owner) LaneBytes() (total int64, largest string, most int64) {
+	for id, ls := range o.lanes {
+		b := ls.lane.Bytes()
 		total += b
-		if o.parked[id] == nil && o.lanes[id].lane.Pending() > 0 && b > most {
+		if o.parked[id] != nil || ls.lane.Pending() == 0 {
+			continue
+		}
+		if b > most || (b == most && b > 0 && id < largest) {
 			most, largest = b, id
 		}
 	}
-	return total, largest
-}
-
-// LaneBytesOf returns the bytes one lane holds (0 if there is none).
-func (o *Owner) LaneBytesOf(id string) int64 {
-	if ls := o.lanes[id]; ls != nil {
-		return ls.lane.Bytes()
-	}
-	return 0
+	return total, largest, most
 }
 
 // ParkLane parks an endpoint's lane that is not parked yet, for a reason

@@ -129,7 +129,7 @@ func (s *Sim) memoryPressure() {
 	if in == nil || !in.active() {
 		return
 	}
-	if _, id := in.owner.LaneBytes(); id != "" && in.owner.ParkLane(id, "instance_bytes") {
+	if _, id, _ := in.owner.LaneBytes(); id != "" && in.owner.ParkLane(id, "instance_bytes") {
 		s.tracef("memory pressure: lane %s parked", id)
 	}
 }
