@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // Parked progress is kept per endpoint and committed with the deliveries
@@ -73,14 +74,23 @@ func (p ParkedProgress) Encode(maxBytes int) string {
 	slices.SortFunc(ahead, func(a, b string) int {
 		return cmp.Or(cmp.Compare(p.Endpoints[b], p.Endpoints[a]), cmp.Compare(a, b))
 	})
-	for n := len(ahead); ; n-- {
-		kept := ParkedProgress{Commit: p.Commit, Rest: p.Commit, Endpoints: map[string]int64{}}
-		for _, id := range ahead[:n] {
-			kept.Endpoints[id] = p.Endpoints[id]
+	// Sized entry by entry in one pass (an entry is "id":offset and a
+	// comma), then encoded; the estimate is exact, the loop only a guard.
+	kept := ParkedProgress{Commit: p.Commit, Rest: p.Commit, Endpoints: map[string]int64{}}
+	size := len(kept.encode()) + len(`,"e":{}`)
+	for _, id := range ahead {
+		quoted, _ := json.Marshal(id) // strings always encode
+		size += len(quoted) + len(":,") + len(strconv.FormatInt(p.Endpoints[id], 10))
+		if size-1 > maxBytes { // the last entry has no comma
+			break
 		}
-		if s := kept.encode(); len(s) <= maxBytes || n == 0 {
+		kept.Endpoints[id] = p.Endpoints[id]
+	}
+	for {
+		if s := kept.encode(); len(s) <= maxBytes || len(kept.Endpoints) == 0 {
 			return s
 		}
+		delete(kept.Endpoints, ahead[len(kept.Endpoints)-1]) // kept is a prefix of ahead
 	}
 }
 
