@@ -205,34 +205,41 @@ func TestDemoExternalMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	demoRun := func(d string) (demoInfo, string) {
+	// Each run lasts until its condition holds, then is interrupted as a
+	// user's Ctrl-C would: a fixed --duration raced the group forming on a
+	// loaded machine (the demo's receivers stop with it).
+	demoRun := func(what string, until func(demoInfo) bool) (demoInfo, string) {
+		demoCtx, interrupt := context.WithCancel(ctx)
+		defer interrupt()
 		out := &lockedBuffer{}
-		ready, done := startDemo(t, ctx, []string{
+		ready, done := startDemo(t, demoCtx, []string{
 			"--api", base, "--token", testToken, "--fleet-listen", "127.0.0.1:0", "--fleet-host", "127.0.0.1",
-			"--endpoints", "2", "--rate", "30", "--duration", d, "--report-every", "1s",
+			"--endpoints", "2", "--rate", "30", "--report-every", "1s",
 		}, out)
 		info := waitReady(t, ready, done, out)
+		eventually(t, time.Minute, what, func() bool { return until(info) })
+		interrupt()
 		if err := <-done; err != nil {
 			t.Fatalf("demo: %v\n%s", err, out.String())
 		}
 		return info, out.String()
 	}
-	first, text := demoRun("3s")
-	mustContain(t, text, "against "+base, "Console:  "+base+"/", `-H "Authorization: Bearer $LANEWAY_ADMIN_TOKEN"`, "Demo stopped")
-	if strings.Contains(text, "Stopping Laneway") {
-		t.Errorf("external mode must not start or stop a Laneway:\n%s", text)
-	}
-	eventually(t, 20*time.Second, "deliveries to both fast endpoints", func() bool {
-		for _, id := range first.FastIDs {
+	bothFastDelivered := func(info demoInfo) bool {
+		for _, id := range info.FastIDs {
 			e, err := c.GetEndpoint(ctx, id)
 			if err != nil || e.Health == nil || e.Health.LastSuccessAt == nil {
 				return false
 			}
 		}
-		return true
-	})
+		return len(info.FastIDs) == 2
+	}
+	first, text := demoRun("deliveries to both fast endpoints", bothFastDelivered)
+	mustContain(t, text, "against "+base, "Console:  "+base+"/", `-H "Authorization: Bearer $LANEWAY_ADMIN_TOKEN"`, "Demo stopped (interrupted)")
+	if strings.Contains(text, "Stopping Laneway") {
+		t.Errorf("external mode must not start or stop a Laneway:\n%s", text)
+	}
 
-	second, _ := demoRun("1s")
+	second, _ := demoRun("the second run to start", func(demoInfo) bool { return true })
 	if second.SlowID != first.SlowID || !slices.Equal(second.FastIDs, first.FastIDs) {
 		t.Errorf("second run did not reuse the endpoints: %+v, then %+v", first, second)
 	}
