@@ -19,6 +19,7 @@ type endpointJSON struct {
 	EventTypes     []string  `json:"event_types"`
 	MaxConcurrency int       `json:"max_concurrency"`
 	Payload        string    `json:"payload"`
+	Mode           string    `json:"mode"`
 	Status         string    `json:"status"`
 	Paused         bool      `json:"paused"`
 	DisabledReason string    `json:"disabled_reason"`
@@ -38,9 +39,13 @@ func toJSON(e endpoint.Endpoint) endpointJSON {
 	if payload == "" {
 		payload = endpoint.PayloadFull
 	}
+	mode := e.Mode
+	if mode == "" {
+		mode = endpoint.ModePush
+	}
 	return endpointJSON{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, EventTypes: types,
-		MaxConcurrency: e.MaxConcurrency, Payload: payload, Status: e.Status, Paused: e.Paused,
+		MaxConcurrency: e.MaxConcurrency, Payload: payload, Mode: mode, Status: e.Status, Paused: e.Paused,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
@@ -53,12 +58,13 @@ type createRequest struct {
 	EventTypes     []string `json:"event_types"`
 	MaxConcurrency *int     `json:"max_concurrency"`
 	Payload        string   `json:"payload"`
+	Mode           string   `json:"mode"`
 	Secret         *string  `json:"secret"`
 }
 
 func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
 	e := endpoint.Endpoint{
-		ID: id, Tenant: c.Tenant, URL: c.URL, EventTypes: c.EventTypes, Payload: c.Payload,
+		ID: id, Tenant: c.Tenant, URL: c.URL, EventTypes: c.EventTypes, Payload: c.Payload, Mode: c.Mode,
 		MaxConcurrency: endpoint.DefaultMaxConcurrency, Status: endpoint.StatusActive,
 		CreatedAt: now, UpdatedAt: now,
 	}
@@ -163,6 +169,7 @@ type patchRequest struct {
 	MaxConcurrency optional[int]      `json:"max_concurrency"`
 	Payload        optional[string]   `json:"payload"`
 	Status         optional[string]   `json:"status"`
+	Mode           optional[string]   `json:"mode"`
 }
 
 // apply changes e as the patch says. Null clears event_types (every type);
@@ -172,6 +179,11 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 		// Tenant scopes subscriptions and idempotency keys; moving an
 		// endpoint between tenants would silently re-route their events.
 		return &endpoint.ValidationError{Field: "tenant", Reason: "cannot be changed"}
+	}
+	if p.Mode.Set && (p.Mode.Null || !sameMode(p.Mode.Value, e.Mode)) {
+		// A push endpoint's backlog and a feed's sequence cannot be
+		// converted into each other: create a new endpoint instead.
+		return &endpoint.ValidationError{Field: "mode", Reason: "is fixed when the endpoint is created"}
 	}
 	for _, f := range []struct {
 		name string
@@ -200,6 +212,17 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 		}
 	}
 	return nil
+}
+
+// sameMode compares modes, "" reading as push.
+func sameMode(a, b string) bool {
+	norm := func(m string) string {
+		if m == "" {
+			return endpoint.ModePush
+		}
+		return m
+	}
+	return norm(a) == norm(b)
 }
 
 func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {

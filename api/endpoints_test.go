@@ -25,7 +25,7 @@ func TestCreateEndpoint(t *testing.T) {
 	got := r.json(t)
 	want := map[string]any{
 		"id": "ep_1", "tenant": "acme", "url": "https://example.com/hook",
-		"event_types": []any{"order.created", "order.updated"}, "max_concurrency": float64(8), "payload": "full",
+		"event_types": []any{"order.created", "order.updated"}, "max_concurrency": float64(8), "payload": "full", "mode": "push",
 		"status": "active", "paused": false, "disabled_reason": "",
 		"created_at": t0.Format(time.RFC3339), "updated_at": t0.Format(time.RFC3339),
 		"secret": got["secret"],

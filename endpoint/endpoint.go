@@ -30,6 +30,16 @@ const (
 	PayloadThin = "thin"
 )
 
+// Mode values: how the endpoint receives its deliveries. The mode is fixed
+// when the endpoint is created.
+const (
+	// ModePush POSTs each delivery to URL (the default, also for "").
+	ModePush = "push"
+	// ModePull appends each delivery, in order, to the endpoint's feed,
+	// which its consumer reads with GET /v1/feed/{id}. It has no URL.
+	ModePull = "pull"
+)
+
 // Limits on endpoint settings.
 const (
 	DefaultMaxConcurrency = 4
@@ -52,9 +62,14 @@ type Endpoint struct {
 	DisabledReason string   `json:"disabled_reason,omitempty"`
 	Paused         bool     `json:"paused,omitempty"`
 	// Payload is PayloadFull ("" reads as full) or PayloadThin.
-	Payload   string    `json:"payload,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Payload string `json:"payload,omitempty"`
+	// Mode is ModePush ("" reads as push) or ModePull.
+	Mode string `json:"mode,omitempty"`
+	// FeedTokens are the consumer tokens that may read a pull endpoint's
+	// feed, stored as hashes only.
+	FeedTokens []FeedToken `json:"feed_tokens,omitempty"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
 }
 
 // Secret is a signing secret. Several are valid during a rotation; the ones
@@ -81,6 +96,10 @@ func (e *Endpoint) Subscribes(tenant, eventType string) bool {
 	return len(e.EventTypes) == 0 || slices.Contains(e.EventTypes, eventType)
 }
 
+// Pull reports whether the endpoint's deliveries go to its feed rather
+// than to a URL.
+func (e *Endpoint) Pull() bool { return e.Mode == ModePull }
+
 // Thin reports whether deliveries to the endpoint leave the data out.
 func (e *Endpoint) Thin() bool { return e.Payload == PayloadThin }
 
@@ -103,7 +122,7 @@ func (e *Endpoint) Validate() error {
 	if len(e.Tenant) > 256 {
 		return &ValidationError{"tenant", "is longer than 256 bytes"}
 	}
-	if err := ValidateURL(e.URL); err != nil {
+	if err := e.validateTarget(); err != nil {
 		return err
 	}
 	if e.Payload != "" && e.Payload != PayloadFull && e.Payload != PayloadThin {
@@ -126,6 +145,22 @@ func (e *Endpoint) Validate() error {
 		return &ValidationError{"status", "must be active or disabled"}
 	}
 	return nil
+}
+
+// validateTarget checks the mode and that a push endpoint has a URL and a
+// pull endpoint none.
+func (e *Endpoint) validateTarget() error {
+	switch e.Mode {
+	case "", ModePush:
+		return ValidateURL(e.URL)
+	case ModePull:
+		if e.URL != "" {
+			return &ValidationError{"url", "must be empty for a pull endpoint: its consumer reads GET /v1/feed/{id}"}
+		}
+		return validateFeedTokens(e.FeedTokens)
+	default:
+		return &ValidationError{"mode", `must be "push" or "pull"`}
+	}
 }
 
 // ValidateURL accepts absolute http(s) URLs with a host and no credentials.

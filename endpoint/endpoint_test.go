@@ -31,6 +31,13 @@ func TestValidate(t *testing.T) {
 		{"bad secret prefix", func(e *Endpoint) { e.Secrets = []Secret{{Value: "abc"}} }, "secret"},
 		{"short secret", func(e *Endpoint) { e.Secrets = []Secret{{Value: "whsec_YWJj"}} }, "secret"},
 		{"bad status", func(e *Endpoint) { e.Status = "sleepy" }, "status"},
+		{"unknown mode", func(e *Endpoint) { e.Mode = "batch" }, "mode"},
+		{"push without url", func(e *Endpoint) { e.Mode, e.URL = ModePush, "" }, "url"},
+		{"pull without url", func(e *Endpoint) { e.Mode, e.URL = ModePull, "" }, ""},
+		{"pull with url", func(e *Endpoint) { e.Mode = ModePull }, "url"},
+		{"pull token without hash", func(e *Endpoint) {
+			e.Mode, e.URL, e.FeedTokens = ModePull, "", []FeedToken{{ID: "ft_1"}}
+		}, "feed_tokens"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,5 +82,39 @@ func TestNewSecretIsValidAndRandom(t *testing.T) {
 	a, b := NewSecret(), NewSecret()
 	if err := ValidateSecret(a); err != nil || a == b {
 		t.Fatalf("NewSecret: %v (%s vs %s)", err, a, b)
+	}
+}
+
+func TestFeedTokenValid(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	e := Endpoint{ID: "ep_1", Mode: ModePull}
+	token, stored := NewFeedToken("ft_1", now)
+	old, oldStored := NewFeedToken("ft_0", now)
+	oldStored.ExpiresAt = now.Add(time.Hour)
+	e.FeedTokens = []FeedToken{oldStored, stored}
+	if !strings.HasPrefix(token, FeedTokenPrefix) || strings.Contains(stored.Hash, token) {
+		t.Fatalf("token %q stored as %+v", token, stored)
+	}
+	for _, c := range []struct {
+		name  string
+		token string
+		at    time.Time
+		want  bool
+	}{
+		{"current", token, now, true},
+		{"rotated out, within its overlap", old, now.Add(59 * time.Minute), true},
+		{"rotated out, overlap over", old, now.Add(time.Hour), false},
+		{"altered", token[:len(token)-1] + "x", now, false},
+		{"no prefix", strings.TrimPrefix(token, FeedTokenPrefix), now, false},
+		{"empty", "", now, false},
+	} {
+		if got := e.FeedTokenValid(c.token, c.at); got != c.want {
+			t.Errorf("%s: valid = %v, want %v", c.name, got, c.want)
+		}
+	}
+	push := e
+	push.Mode = ModePush
+	if push.FeedTokenValid(token, now) {
+		t.Error("a push endpoint's stored token opened a feed")
 	}
 }
