@@ -172,7 +172,8 @@ type Request struct {
 type Result struct {
 	// Err is nil on a 2xx and a typed error otherwise: *StatusError,
 	// *RedirectError, *TimeoutError, *TransportError, *ssrf.BlockedError,
-	// *RequestError or *CanceledError. Classify turns it into an Outcome.
+	// *RequestError, *FeedError or *CanceledError. Classify turns it into an
+	// Outcome.
 	Err error
 	// StatusCode is the response status, 0 if there was no response.
 	StatusCode int

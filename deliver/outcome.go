@@ -69,6 +69,16 @@ type RequestError struct {
 
 func (e *RequestError) Error() string { return "deliver: bad request: " + e.Reason }
 
+// FeedError is a pull endpoint's attempt that could not append to its
+// feed (a broker unavailable, the feed's topic missing). It is retried.
+type FeedError struct {
+	Err error
+}
+
+func (e *FeedError) Error() string { return "deliver: append to the feed: " + e.Err.Error() }
+
+func (e *FeedError) Unwrap() error { return e.Err }
+
 // CanceledError is an attempt the caller abandoned by canceling its context,
 // typically at shutdown or on partition loss. It says nothing about the
 // endpoint; callers may choose not to count it as an attempt.

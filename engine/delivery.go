@@ -44,6 +44,12 @@ type Sender interface {
 	Send(ctx context.Context, req deliver.Request) deliver.Result
 }
 
+// FeedAppender appends a pull endpoint's delivery to its feed.
+type FeedAppender interface {
+	// Append returns once the event is stored at the end of the feed.
+	Append(ctx context.Context, endpointID, key string, body []byte) error
+}
+
 // Defaults of DeliveryConfig.
 const (
 	DefaultCommitInterval = time.Second
@@ -69,6 +75,11 @@ type DeliveryConfig struct {
 	Endpoints EndpointSource
 	// Sender makes the HTTP attempts. Required.
 	Sender Sender
+	// Feed appends the deliveries of pull endpoints to their feeds, in
+	// place of an HTTP attempt, under the same lanes, order, retries and
+	// breaker. Default nil: a pull endpoint's deliveries are retried (and
+	// in the end dead-lettered) with a reason saying so.
+	Feed FeedAppender
 	// AttemptTimeout is the sender's bound on one attempt; the revoke wait
 	// is derived from it. Default deliver.DefaultTimeout (5s).
 	AttemptTimeout time.Duration

@@ -292,30 +292,68 @@ func (d *driven) attempt(a *partition.Attempt) {
 	defer d.s.background.Done()
 	defer d.attempts.Done()
 	var res partition.AttemptResult
-	req, err := d.request(a)
-	if err != nil {
+	body, err := d.body(a)
+	switch {
+	case err != nil:
 		res.Invalid = err
-	} else {
-		res.Result = d.s.cfg.Sender.Send(d.attemptCtx, req)
+	case a.Endpoint.Pull():
+		res.Result = d.appendToFeed(a, body)
+	default:
+		var req deliver.Request
+		if req, err = d.request(a, body); err != nil {
+			res.Invalid = err
+		} else {
+			res.Result = d.s.cfg.Sender.Send(d.attemptCtx, req)
+		}
 	}
 	d.do(func(o *partition.Owner) { o.AttemptDone(a, res) })
 }
 
-// request builds the signed request, rendering the body once per delivery.
-func (d *driven) request(a *partition.Attempt) (deliver.Request, error) {
+// body renders the delivery's body once per delivery (again only if the
+// endpoint's payload setting changed).
+func (d *driven) body(a *partition.Attempt) ([]byte, error) {
 	w := a.Work()
 	if thin := a.Endpoint.Thin(); w.Body == nil || w.BodyThin != thin {
 		body, err := a.Delivery.Render(thin)
 		if err != nil {
-			return deliver.Request{}, err
+			return nil, err
 		}
 		w.Body, w.BodyThin = body, thin
 	}
+	return w.Body, nil
+}
+
+// request builds the signed request.
+func (d *driven) request(a *partition.Attempt, body []byte) (deliver.Request, error) {
 	signer, err := d.s.signers.get(a.Endpoint.ID, a.Endpoint.SigningSecrets(a.Now))
 	if err != nil {
 		return deliver.Request{}, fmt.Errorf("endpoint secrets: %w", err)
 	}
-	return deliver.Request{URL: a.Endpoint.URL, MsgID: a.Delivery.EventID, Timestamp: a.Now, Body: w.Body, Signer: signer}, nil
+	return deliver.Request{URL: a.Endpoint.URL, MsgID: a.Delivery.EventID, Timestamp: a.Now, Body: body, Signer: signer}, nil
+}
+
+// appendToFeed is a pull endpoint's attempt: the append to its feed. A
+// state is keyed by its entity, so that compaction keeps its newest
+// revision; a fact by its event id, so that it is never compacted away.
+func (d *driven) appendToFeed(a *partition.Attempt, body []byte) deliver.Result {
+	if d.s.cfg.Feed == nil {
+		return deliver.Result{Err: &deliver.FeedError{Err: errors.New("this instance has no feed writer")}}
+	}
+	key := a.Delivery.EventID
+	if a.Delivery.Coalesce {
+		key = a.Delivery.Entity
+	}
+	start := d.s.cfg.Now()
+	err := d.s.cfg.Feed.Append(d.attemptCtx, a.Endpoint.ID, key, body)
+	res := deliver.Result{Duration: d.s.cfg.Now().Sub(start)}
+	switch {
+	case err == nil:
+	case d.attemptCtx.Err() != nil:
+		res.Err = &deliver.CanceledError{Cause: context.Cause(d.attemptCtx)}
+	default:
+		res.Err = &deliver.FeedError{Err: err}
+	}
+	return res
 }
 
 // awaitIdle waits until the stopped owner has nothing out or deadline.

@@ -79,7 +79,8 @@ func newStageRig(t *testing.T, name string, brokers []string, partitions int32) 
 	ns := testenv.Unique("stage")
 	tops := topics.Config{
 		Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked", Dead: ns + ".dead",
-		Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", Partitions: partitions,
+		Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.",
+		Partitions: partitions,
 	}.WithDefaults()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(100_000))

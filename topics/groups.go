@@ -16,6 +16,9 @@ type Groups struct {
 	// Inbound is the inbound verify stage's group; its transactional ids
 	// are Inbound + "-" + instance id.
 	Inbound string
+	// Feed holds the acknowledged position of each pull endpoint's feed
+	// (one offset per feed topic); it has no members.
+	Feed string
 }
 
 // GroupsFor returns the groups of the Laneway whose group prefix is prefix.
@@ -23,11 +26,12 @@ func GroupsFor(prefix string) Groups {
 	return Groups{
 		Fanout: prefix + "-fanout", Deliveries: prefix + "-deliveries",
 		Parked: prefix + "-deliveries-parked", Inbound: prefix + "-inbound",
+		Feed: prefix + "-feed",
 	}
 }
 
 // Members are the groups an instance joins as a static member.
 func (g Groups) Members() []string { return []string{g.Fanout, g.Deliveries, g.Inbound} }
 
-// All are every group, the memberless one included.
-func (g Groups) All() []string { return append(g.Members(), g.Parked) }
+// All are every group, the memberless ones included.
+func (g Groups) All() []string { return append(g.Members(), g.Parked, g.Feed) }

@@ -7,11 +7,11 @@ import (
 
 func TestGroupsFor(t *testing.T) {
 	g := GroupsFor("lw")
-	want := Groups{Fanout: "lw-fanout", Deliveries: "lw-deliveries", Parked: "lw-deliveries-parked", Inbound: "lw-inbound"}
+	want := Groups{Fanout: "lw-fanout", Deliveries: "lw-deliveries", Parked: "lw-deliveries-parked", Inbound: "lw-inbound", Feed: "lw-feed"}
 	if g != want {
 		t.Fatalf("GroupsFor = %+v, want %+v", g, want)
 	}
-	if !slices.Equal(g.All(), []string{"lw-fanout", "lw-deliveries", "lw-inbound", "lw-deliveries-parked"}) {
+	if !slices.Equal(g.All(), []string{"lw-fanout", "lw-deliveries", "lw-inbound", "lw-deliveries-parked", "lw-feed"}) {
 		t.Fatalf("All = %v", g.All())
 	}
 }

@@ -30,6 +30,9 @@ type Config struct {
 	Inbound string
 	// Sources is the compacted inbound source config topic. Default "laneway.sources".
 	Sources string
+	// FeedPrefix starts the name of each pull endpoint's feed topic,
+	// FeedPrefix + endpoint id. Default "laneway.feed.".
+	FeedPrefix string
 
 	// Partitions of events, deliveries and parked (parked must match
 	// deliveries: partition p of both belongs to one instance). Default 8.
@@ -48,6 +51,9 @@ type Config struct {
 	// InboundRetention is how long captured inbound requests stay
 	// replayable (and kept for forensics when rejected). Default 30 days.
 	InboundRetention time.Duration
+	// FeedRetention is how long a pull endpoint's feed keeps an event for
+	// its consumer. Default 7 days.
+	FeedRetention time.Duration
 }
 
 // WithPrefix names every topic not yet named "<prefix>.<role>", so several
@@ -60,6 +66,7 @@ func (c Config) WithPrefix(prefix string) Config {
 	setString(&c.Endpoints, prefix+".endpoints")
 	setString(&c.Inbound, prefix+".inbound")
 	setString(&c.Sources, prefix+".sources")
+	setString(&c.FeedPrefix, prefix+".feed.")
 	return c
 }
 
@@ -76,6 +83,7 @@ func (c Config) WithDefaults() Config {
 	setDuration(&c.DeliveriesRetention, 7*24*time.Hour)
 	setDuration(&c.DeadRetention, 30*24*time.Hour)
 	setDuration(&c.InboundRetention, 30*24*time.Hour)
+	setDuration(&c.FeedRetention, 7*24*time.Hour)
 	return c
 }
 

@@ -177,8 +177,11 @@ func (r *Reader) route(ctx context.Context, p int32) (int32, [16]byte, error) {
 		return 0, id, fmt.Errorf("metadata for %s: %w", r.topic, err)
 	}
 	td, ok := details[r.topic]
-	if !ok || td.Err != nil {
-		return 0, id, fmt.Errorf("metadata for %s: %v", r.topic, td.Err)
+	if !ok {
+		return 0, id, fmt.Errorf("metadata for %s: %w", r.topic, kerr.UnknownTopicOrPartition)
+	}
+	if td.Err != nil {
+		return 0, id, fmt.Errorf("metadata for %s: %w", r.topic, td.Err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
