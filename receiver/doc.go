@@ -62,4 +62,27 @@
 // Verifier.ReadRequest reads, verifies and parses a request; Verifier.Verify
 // checks a body that was read already; Parse decodes a verified body. The
 // errors are typed: *VerificationError, *PayloadError and *TooLargeError.
+//
+// # Pull feeds
+//
+// A pull endpoint receives nothing: Laneway appends its deliveries, in
+// order, to the endpoint's feed, and the consumer reads them with one of
+// the endpoint's consumer tokens ("lwf_…"). Feed follows a feed:
+//
+//	feed, err := receiver.NewFeed(receiver.FeedConfig{
+//		BaseURL:    "https://laneway.example.com",
+//		EndpointID: "ep_…",
+//		Token:      os.Getenv("LANEWAY_FEED_TOKEN"),
+//	})
+//	if err != nil { ... }
+//	err = feed.Run(ctx, func(ctx context.Context, ev receiver.FeedEvent) error {
+//		return apply(ctx, ev) // in order, one at a time
+//	})
+//
+// Run long-polls, so an event reaches the handler as soon as it is
+// appended, and acknowledges each page on the server once every event of
+// it was handled: a restarted consumer goes on from there. An application
+// that commits Feed.Cursor with its own writes sets FeedConfig.NoAck and
+// starts from its stored cursor instead. Either way a page whose handling
+// was cut short is read again, so handlers should be idempotent.
 package receiver
