@@ -206,7 +206,8 @@ func (f *Feed) setCursor(c string) {
 // Run returns ctx.Err() when ctx ends, h's error (wrapped) when h fails, a
 // *CursorExpiredError when the cursor is older than the feed's retention,
 // and a *FeedError that retrying cannot fix: a refused token (401), an
-// unknown endpoint (404), a push endpoint (409) or a refused cursor (400).
+// unknown endpoint (401 or 404), a push endpoint (409), a refused cursor
+// (400) or a Laneway that serves no feeds (501).
 // After an error, the page being handled is read again by the next Run:
 // delivery is at least once, and h should be idempotent (FeedEvent.ID).
 func (f *Feed) Run(ctx context.Context, h FeedHandlerFunc) error {
@@ -455,10 +456,11 @@ func (e *FeedError) Error() string {
 func (e *FeedError) Unwrap() error { return e.Err }
 
 // Transient reports whether retrying may succeed: no answer, 408, 429 or a
-// 5xx. Run retries exactly these.
+// 5xx other than 501 (a Laneway that serves no feeds). Run retries exactly
+// these.
 func (e *FeedError) Transient() bool {
 	return e.StatusCode == 0 || e.StatusCode == http.StatusRequestTimeout ||
-		e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+		e.StatusCode == http.StatusTooManyRequests || (e.StatusCode >= 500 && e.StatusCode != http.StatusNotImplemented)
 }
 
 // apiFeedError reads a non-2xx answer: the API's {"error","field"} body,
@@ -476,7 +478,9 @@ func apiFeedError(endpointID string, resp *http.Response, raw []byte) *FeedError
 		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
-		e.Message += " (the consumer token is missing, wrong, revoked or expired)"
+		// Laneway answers an unknown endpoint as it does a wrong token,
+		// so as not to tell which endpoints exist.
+		e.Message += " (the consumer token is missing, wrong, revoked or expired, or endpoint " + endpointID + " does not exist)"
 	case http.StatusNotFound:
 		e.Message += " (no endpoint " + endpointID + ")"
 	case http.StatusConflict:

@@ -515,20 +515,24 @@ func TestFeedCursorExpired(t *testing.T) {
 }
 
 func TestFeedErrorsThatRetryingCannotFix(t *testing.T) {
+	unchanged := func(*receiver.FeedConfig) {}
 	tests := []struct {
 		name       string
 		change     func(*receiver.FeedConfig)
+		fail       []failure
 		status     int
 		field, msg string
 	}{
-		{"revoked token", func(c *receiver.FeedConfig) { c.Token = "lwf_revoked" }, 401, "", "revoked"},
-		{"unknown endpoint", func(c *receiver.FeedConfig) { c.EndpointID = "ep_missing" }, 404, "", "no endpoint ep_missing"},
-		{"push endpoint", func(c *receiver.FeedConfig) { c.EndpointID = "ep_push" }, 409, "", "not a pull endpoint"},
-		{"bad cursor", func(c *receiver.FeedConfig) { c.Cursor = "bogus" }, 400, "cursor", "(field: cursor)"},
+		{"revoked token", func(c *receiver.FeedConfig) { c.Token = "lwf_revoked" }, nil, 401, "", "revoked"},
+		{"unknown endpoint", func(c *receiver.FeedConfig) { c.EndpointID = "ep_missing" }, nil, 404, "", "no endpoint ep_missing"},
+		{"push endpoint", func(c *receiver.FeedConfig) { c.EndpointID = "ep_push" }, nil, 409, "", "not a pull endpoint"},
+		{"bad cursor", func(c *receiver.FeedConfig) { c.Cursor = "bogus" }, nil, 400, "cursor", "(field: cursor)"},
+		{"no feeds served", unchanged, []failure{{status: 501, body: `{"error":"feeds are not served by this instance"}`}}, 501, "", "not served"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeFeed(t, 1)
+			f.failReads = tt.fail
 			cfg := f.config()
 			tt.change(&cfg)
 			err := newFeed(t, cfg).Run(context.Background(), func(context.Context, receiver.FeedEvent) error { return nil })
