@@ -125,11 +125,18 @@ type Response struct {
 	Body       []byte
 }
 
-// Do sends one request: body, when not nil, is sent as JSON (a
-// json.RawMessage or []byte verbatim). A non-2xx answer is an *APIError.
+// Do sends one request: path is escaped already (pathID), body, when not
+// nil, is sent as JSON (a json.RawMessage or []byte verbatim). A non-2xx
+// answer is an *APIError.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body any, header http.Header) (*Response, error) {
+	unescaped, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, fmt.Errorf("request path %q: %w", path, err)
+	}
 	u := *c.base
-	u.Path += path
+	// RawPath keeps an escaped "/" of an id from being escaped again.
+	u.RawPath = u.EscapedPath() + path
+	u.Path += unescaped
 	if len(query) > 0 {
 		u.RawQuery = query.Encode()
 	}

@@ -108,3 +108,78 @@ func TestUnreachableAPI(t *testing.T) {
 		t.Error("ftp:// accepted")
 	}
 }
+
+func TestFeedTokenRequests(t *testing.T) {
+	type request struct{ method, path, body string }
+	var got []request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, request{r.Method, r.URL.EscapedPath(), string(body)})
+		switch {
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		case r.Method == http.MethodGet:
+			_, _ = w.Write([]byte(`{"data":[{"id":"ft_1","created_at":"2026-12-02T01:00:00Z","expires_at":"2026-12-02T02:00:00Z"},{"id":"ft_2","created_at":"2026-12-02T01:30:00Z"}]}`))
+		default:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"ft_2","token":"lwf_abc","created_at":"2026-12-02T01:30:00Z"}`))
+		}
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "admin")
+	ctx := context.Background()
+	tok, err := c.CreateFeedToken(ctx, "ep_1")
+	if err != nil || tok.ID != "ft_2" || tok.Token != "lwf_abc" || tok.ExpiresAt != nil || len(tok.Raw) == 0 {
+		t.Fatalf("CreateFeedToken = %+v, %v", tok, err)
+	}
+	l, err := c.ListFeedTokens(ctx, "ep_1")
+	if err != nil || len(l.Data) != 2 || l.Data[0].ExpiresAt == nil || l.Data[1].ExpiresAt != nil || l.Data[0].Token != "" {
+		t.Fatalf("ListFeedTokens = %+v, %v", l, err)
+	}
+	if _, err := c.RotateFeedToken(ctx, "ep_1", "ft_1", 90*time.Minute+time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RotateFeedToken(ctx, "ep_1", "ft/2", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RevokeFeedToken(ctx, "ep_1", "ft_1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []request{
+		{"POST", "/v1/endpoints/ep_1/feed-tokens", ""},
+		{"GET", "/v1/endpoints/ep_1/feed-tokens", ""},
+		{"POST", "/v1/endpoints/ep_1/feed-tokens/ft_1/rotate", `{"overlap_seconds":5401}`},
+		{"POST", "/v1/endpoints/ep_1/feed-tokens/ft%2F2/rotate", ""},
+		{"DELETE", "/v1/endpoints/ep_1/feed-tokens/ft_1", ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("requests %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestPullEndpointModeAndFeedPosition(t *testing.T) {
+	var body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		body = string(b)
+		_, _ = w.Write([]byte(`{"id":"ep_1","tenant":"acme","url":"","mode":"pull","feed":{"acked_cursor":"c1","start_cursor":"c0","end_cursor":"c9","lag":8,"oldest_unacked_age_seconds":2.5}}`))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "admin")
+	ep, err := c.CreateEndpoint(context.Background(), NewEndpoint{Tenant: "acme", Mode: ModePull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != `{"tenant":"acme","mode":"pull"}` {
+		t.Errorf("body %s, want no url", body)
+	}
+	want := FeedPosition{AckedCursor: "c1", StartCursor: "c0", EndCursor: "c9", Lag: 8, OldestUnackedAgeSeconds: 2.5}
+	if ep.Mode != ModePull || ep.Feed == nil || *ep.Feed != want {
+		t.Errorf("endpoint mode %q feed %+v, want pull %+v", ep.Mode, ep.Feed, want)
+	}
+}

@@ -9,8 +9,16 @@ import (
 	"time"
 )
 
+// Endpoint modes: a push endpoint is POSTed its deliveries, a pull
+// endpoint's consumer reads them from its feed.
+const (
+	ModePush = "push"
+	ModePull = "pull"
+)
+
 // Endpoint is an endpoint as the API shows it. Secret is set only in the
-// response to CreateEndpoint; Health in GET responses.
+// response to CreateEndpoint; Health in GET responses, and Feed in GET
+// responses for a pull endpoint.
 type Endpoint struct {
 	ID             string          `json:"id"`
 	Tenant         string          `json:"tenant"`
@@ -18,6 +26,7 @@ type Endpoint struct {
 	EventTypes     []string        `json:"event_types"`
 	MaxConcurrency int             `json:"max_concurrency"`
 	Payload        string          `json:"payload"`
+	Mode           string          `json:"mode"`
 	Status         string          `json:"status"`
 	Paused         bool            `json:"paused"`
 	DisabledReason string          `json:"disabled_reason"`
@@ -25,6 +34,7 @@ type Endpoint struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 	Secret         string          `json:"secret,omitempty"`
 	Health         *EndpointHealth `json:"health,omitempty"`
+	Feed           *FeedPosition   `json:"feed,omitempty"`
 
 	// Raw is the API's JSON for this endpoint (top-level responses only).
 	Raw json.RawMessage `json:"-"`
@@ -61,6 +71,37 @@ type PerMinute struct {
 	Superseded int64 `json:"superseded"`
 }
 
+// FeedPosition is where a pull endpoint's consumer stands in its feed.
+type FeedPosition struct {
+	// AckedCursor is the acknowledged position; "" until the consumer
+	// acknowledges one.
+	AckedCursor string `json:"acked_cursor"`
+	// StartCursor is the oldest retained event, EndCursor the next to come.
+	StartCursor string `json:"start_cursor"`
+	EndCursor   string `json:"end_cursor"`
+	// Lag counts the events from the acknowledged position (or the start)
+	// to the end.
+	Lag                     int64   `json:"lag"`
+	OldestUnackedAgeSeconds float64 `json:"oldest_unacked_age_seconds"`
+}
+
+// FeedToken is a pull endpoint's consumer token. Token, the secret itself,
+// is set only in the answers to CreateFeedToken and RotateFeedToken;
+// ExpiresAt only for a token rotated out with an overlap.
+type FeedToken struct {
+	ID        string          `json:"id"`
+	Token     string          `json:"token,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
+	Raw       json.RawMessage `json:"-"`
+}
+
+// FeedTokenList is GET /v1/endpoints/{id}/feed-tokens.
+type FeedTokenList struct {
+	Data []FeedToken     `json:"data"`
+	Raw  json.RawMessage `json:"-"`
+}
+
 // EndpointList is GET /v1/endpoints.
 type EndpointList struct {
 	Data []Endpoint      `json:"data"`
@@ -69,9 +110,11 @@ type EndpointList struct {
 
 // NewEndpoint is the body of POST /v1/endpoints. Zero MaxConcurrency and
 // empty Secret take the server's defaults; empty EventTypes means every type.
+// A pull endpoint (Mode ModePull) has no URL.
 type NewEndpoint struct {
 	Tenant         string   `json:"tenant"`
-	URL            string   `json:"url"`
+	URL            string   `json:"url,omitempty"`
+	Mode           string   `json:"mode,omitempty"` // ModePush (default) or ModePull
 	EventTypes     []string `json:"event_types,omitempty"`
 	MaxConcurrency int      `json:"max_concurrency,omitempty"`
 	Payload        string   `json:"payload,omitempty"` // "full" (default) or "thin"
@@ -334,6 +377,44 @@ func (c *Client) RevealSecret(ctx context.Context, id string) (Secrets, error) {
 	var out Secrets
 	resp, err := c.call(ctx, http.MethodGet, "/v1/endpoints/"+pathID(id)+"/secret", nil, nil, nil, &out)
 	return withRaw(out, resp, err, func(v *Secrets, raw json.RawMessage) { v.Raw = raw })
+}
+
+// CreateFeedToken makes a consumer token for a pull endpoint; the answer
+// carries the token, which the API shows only here.
+func (c *Client) CreateFeedToken(ctx context.Context, id string) (FeedToken, error) {
+	return c.feedTokenCall(ctx, "/v1/endpoints/"+pathID(id)+"/feed-tokens", nil)
+}
+
+// ListFeedTokens lists a pull endpoint's valid consumer tokens, without
+// their values.
+func (c *Client) ListFeedTokens(ctx context.Context, id string) (FeedTokenList, error) {
+	var out FeedTokenList
+	resp, err := c.call(ctx, http.MethodGet, "/v1/endpoints/"+pathID(id)+"/feed-tokens", nil, nil, nil, &out)
+	return withRaw(out, resp, err, func(v *FeedTokenList, raw json.RawMessage) { v.Raw = raw })
+}
+
+// RotateFeedToken replaces the consumer token tokenID with a new one, which
+// the answer carries; the old one stays valid for overlap (0: revoked at
+// once), so that consumers can switch without a gap.
+func (c *Client) RotateFeedToken(ctx context.Context, id, tokenID string, overlap time.Duration) (FeedToken, error) {
+	var body any
+	if overlap > 0 {
+		// Whole seconds, rounded up: a short overlap must not become none.
+		body = map[string]int64{"overlap_seconds": int64((overlap + time.Second - 1) / time.Second)}
+	}
+	return c.feedTokenCall(ctx, "/v1/endpoints/"+pathID(id)+"/feed-tokens/"+pathID(tokenID)+"/rotate", body)
+}
+
+// RevokeFeedToken ends a consumer token's validity at once.
+func (c *Client) RevokeFeedToken(ctx context.Context, id, tokenID string) error {
+	_, err := c.Do(ctx, http.MethodDelete, "/v1/endpoints/"+pathID(id)+"/feed-tokens/"+pathID(tokenID), nil, nil, nil)
+	return err
+}
+
+func (c *Client) feedTokenCall(ctx context.Context, path string, body any) (FeedToken, error) {
+	var out FeedToken
+	resp, err := c.call(ctx, http.MethodPost, path, nil, body, nil, &out)
+	return withRaw(out, resp, err, func(v *FeedToken, raw json.RawMessage) { v.Raw = raw })
 }
 
 // PublishEvent posts one event envelope (JSON) to /v1/events, with an
