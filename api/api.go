@@ -124,6 +124,11 @@ type Config struct {
 	// GET /v1/health. Default: nil, endpoints are shown without health.
 	Health HealthReader
 
+	// Feeds serves pull endpoints' feeds under /v1/feed/{id} (read with a
+	// consumer token) and makes and deletes their topics. Default: nil,
+	// pull endpoints cannot be created and the feed routes answer 501.
+	Feeds Feeds
+
 	// Routes adds handlers of other components (the inbound front door,
 	// the console) to the API's mux, behind the same admin token unless
 	// marked Public.
@@ -167,6 +172,7 @@ type Server struct {
 	extra         []Route
 	health        HealthReader
 	events        EventFinder
+	feeds         Feeds
 
 	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
 	// in this process, so that two concurrent PATCHes do not lose one
@@ -201,6 +207,7 @@ func New(cfg Config) (*Server, error) {
 		extra:         cfg.Routes,
 		health:        cfg.Health,
 		events:        cfg.Events,
+		feeds:         cfg.Feeds,
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
@@ -287,6 +294,11 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	v1("GET /v1/dead", s.listDead)
 	v1("POST /v1/dead/redrive", s.redrive)
 	v1("GET /v1/redrives/{id}", s.getRedrive)
+	v1("POST /v1/endpoints/{id}/feed-tokens", s.createFeedToken)
+	v1("GET /v1/endpoints/{id}/feed-tokens", s.listFeedTokens)
+	v1("POST /v1/endpoints/{id}/feed-tokens/{token_id}/rotate", s.rotateFeedToken)
+	v1("DELETE /v1/endpoints/{id}/feed-tokens/{token_id}", s.revokeFeedToken)
+	s.feedRoutes(mux)
 	for _, r := range s.extra {
 		if r.Public {
 			mux.Handle(r.Pattern, r.Handler)

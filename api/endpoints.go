@@ -28,6 +28,8 @@ type endpointJSON struct {
 	Secret         string    `json:"secret,omitempty"`
 	// Health is the endpoint's live state, in GET responses.
 	Health *healthJSON `json:"health,omitempty"`
+	// Feed is a pull endpoint's consumer position, in GET responses.
+	Feed *feedPositionJSON `json:"feed,omitempty"`
 }
 
 func toJSON(e endpoint.Endpoint) endpointJSON {
@@ -89,6 +91,9 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 		httpjson.Invalid(w, err)
 		return
 	}
+	if e.Pull() && !s.createFeed(w, r, e.ID) {
+		return
+	}
 	if _, exists := s.endpoints.Get(e.ID); exists {
 		// Put would silently replace another endpoint; only a broken NewID
 		// can get here.
@@ -102,6 +107,21 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	out.Secret = e.Secrets[0].Value // shown once: the client must keep it
 	w.Header().Set("Location", "/v1/endpoints/"+e.ID)
 	httpjson.Write(w, http.StatusCreated, out)
+}
+
+// createFeed makes a new pull endpoint's feed before the endpoint is
+// stored, so that its consumer can read (an empty feed) at once.
+func (s *Server) createFeed(w http.ResponseWriter, r *http.Request, id string) bool {
+	if s.feeds == nil {
+		httpjson.Error(w, http.StatusNotImplemented, "this instance serves no feeds, so it cannot create pull endpoints")
+		return false
+	}
+	if err := s.feeds.Create(r.Context(), id); err != nil {
+		s.logger.ErrorContext(r.Context(), "api: creating a feed failed", "endpoint_id", id, "error", err)
+		httpjson.Error(w, http.StatusServiceUnavailable, "could not create the endpoint's feed, retry")
+		return false
+	}
+	return true
 }
 
 // put stores e, answering 503 itself when the store fails.
@@ -277,7 +297,8 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if _, ok := s.endpoints.Get(id); !ok {
+	e, ok := s.endpoints.Get(id)
+	if !ok {
 		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
@@ -285,6 +306,13 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.logger.ErrorContext(r.Context(), "api: deleting endpoint failed", "endpoint_id", id, "error", err)
 		httpjson.Error(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())
 		return
+	}
+	if e.Pull() && s.feeds != nil {
+		// The endpoint is gone either way; a feed left behind only takes
+		// space until its retention, and the log says which.
+		if err := s.feeds.Delete(r.Context(), id); err != nil {
+			s.logger.WarnContext(r.Context(), "api: deleting a pull endpoint's feed failed", "endpoint_id", id, "error", err)
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -56,6 +56,7 @@ func toHealthJSON(s health.Snapshot, known bool, now time.Time) *healthJSON {
 // Redis fails, endpoints are shown without it rather than not at all.
 func (s *Server) withHealth(ctx context.Context, eps []endpointJSON) []endpointJSON {
 	if s.health == nil || len(eps) == 0 {
+		s.withFeedPositions(ctx, eps, s.now())
 		return eps
 	}
 	ids := make([]string, len(eps))
@@ -72,6 +73,7 @@ func (s *Server) withHealth(ctx context.Context, eps []endpointJSON) []endpointJ
 		snap, ok := snaps[eps[i].ID]
 		eps[i].Health = toHealthJSON(snap, ok, now)
 	}
+	s.withFeedPositions(ctx, eps, now)
 	return eps
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
@@ -174,6 +175,12 @@ var specRoutes = []string{
 	"GET /v1/dead",
 	"POST /v1/dead/redrive",
 	"GET /v1/redrives/{id}",
+	"POST /v1/endpoints/{id}/feed-tokens",
+	"GET /v1/endpoints/{id}/feed-tokens",
+	"POST /v1/endpoints/{id}/feed-tokens/{token_id}/rotate",
+	"DELETE /v1/endpoints/{id}/feed-tokens/{token_id}",
+	"GET /v1/feed/{id}",
+	"POST /v1/feed/{id}/ack",
 }
 
 // servedByInbound reports whether a spec path is served by the inbound
@@ -524,6 +531,64 @@ func (f *specHealth) Get(_ context.Context, ids []string) (map[string]health.Sna
 	return out, nil
 }
 
+// specFeeds is a feed whose retained events are sequences 2 to 4 and whose
+// consumer acknowledged 3.
+type specFeeds struct {
+	err    error
+	panics bool
+}
+
+func (f *specFeeds) fail() error {
+	if f.panics {
+		panic("spec feeds exploded")
+	}
+	return f.err
+}
+
+func (f *specFeeds) Create(context.Context, string) error { return f.fail() }
+func (f *specFeeds) Delete(context.Context, string) error { return f.fail() }
+
+func (f *specFeeds) Read(_ context.Context, _ string, from int64, limit int, _ time.Duration) (feed.Page, error) {
+	if err := f.fail(); err != nil {
+		return feed.Page{}, err
+	}
+	switch {
+	case from < 2:
+		return feed.Page{}, &feed.ExpiredError{Oldest: 2}
+	case from > 5:
+		return feed.Page{}, &feed.AheadError{End: 5}
+	}
+	p := feed.Page{Next: from}
+	for ; p.Next < 5 && len(p.Events) < limit; p.Next++ {
+		p.Events = append(p.Events, []byte(`{"sequence":`+strconv.FormatInt(p.Next, 10)+
+			`,"id":"ev-`+strconv.FormatInt(p.Next, 10)+`","type":"order.updated","timestamp":"2026-03-04T05:06:07Z","data":{"n":1},"entity":{"id":"order:1","revision":`+
+			strconv.FormatInt(p.Next, 10)+`}}`))
+	}
+	return p, nil
+}
+
+func (f *specFeeds) Ack(_ context.Context, _ string, off int64) (int64, error) {
+	if err := f.fail(); err != nil {
+		return 0, err
+	}
+	if off > 5 {
+		return 0, &feed.AheadError{End: 5}
+	}
+	return max(off, 3), nil
+}
+
+func (f *specFeeds) Position(context.Context, string) (feed.Position, error) {
+	if err := f.fail(); err != nil {
+		return feed.Position{}, err
+	}
+	return feed.Position{Acked: 3, HasAcked: true, Start: 2, End: 5, OldestUnacked: t0.Add(-time.Minute)}, nil
+}
+
+// specFeedToken reads ep_pull's feed; specFeedTokenID is its id.
+var specFeedToken, specFeedTokenStored = endpoint.NewFeedToken("ft_seed", t0.Add(-time.Hour))
+
+const specFeedTokenID = "ft_seed"
+
 type specPanicPublisher struct{}
 
 func (specPanicPublisher) Publish(context.Context, event.Envelope) (int32, int64, error) {
@@ -543,6 +608,8 @@ func seedSpecEndpoints(s *fakeStore) {
 			Status: endpoint.StatusActive},
 		{ID: "ep_off", Tenant: "acme", URL: "https://example.com/off", MaxConcurrency: 1, Secrets: []endpoint.Secret{{Value: validSecret}},
 			Status: endpoint.StatusDisabled},
+		{ID: "ep_pull", Tenant: "acme", Mode: endpoint.ModePull, MaxConcurrency: 4, Secrets: []endpoint.Secret{{Value: validSecret}},
+			Status: endpoint.StatusActive, FeedTokens: []endpoint.FeedToken{specFeedTokenStored}},
 	} {
 		e.CreatedAt, e.UpdatedAt = t0.Add(-time.Hour), t0.Add(-time.Minute)
 		_ = s.Put(context.Background(), e)
@@ -557,7 +624,7 @@ func specHarness(t *testing.T, mode string) *harness {
 	t.Helper()
 	store := &specStore{fakeStore: newFakeStore()}
 	seedSpecEndpoints(store.fakeStore)
-	dead, events, hr := newSpecDead(), &specEvents{}, &specHealth{}
+	dead, events, hr, feeds := newSpecDead(), &specEvents{}, &specHealth{}, &specFeeds{}
 	reg := prometheus.NewRegistry()
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "laneway_spec_test_total", Help: "A counter."})
 	reg.MustRegister(c)
@@ -569,11 +636,11 @@ func specHarness(t *testing.T, mode string) *harness {
 	case "ok", "bare":
 	case "down":
 		store.failWrites = true
-		dead.err, events.err, hr.err = errBroker, errBroker, errBroker
+		dead.err, events.err, hr.err, feeds.err = errBroker, errBroker, errBroker, errBroker
 		ready = func(context.Context) error { return errors.New("kafka: no brokers reachable") }
 		pub = &fakePublisher{err: errBroker}
 	case "panic":
-		store.panics, dead.panics, events.panics, hr.panics = true, true, true, true
+		store.panics, dead.panics, events.panics, hr.panics, feeds.panics = true, true, true, true, true
 		ready = func(context.Context) error { panic("spec ready exploded") }
 		metrics = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("spec metrics exploded") })
 		pub = specPanicPublisher{}
@@ -587,7 +654,7 @@ func specHarness(t *testing.T, mode string) *harness {
 			c.Publisher = pub
 		}
 		if mode != "bare" {
-			c.DeadLetters, c.Redrives, c.Events, c.Health = dead, dead, events, hr
+			c.DeadLetters, c.Redrives, c.Events, c.Health, c.Feeds = dead, dead, events, hr, feeds
 		}
 		c.Ready = ready
 		c.Metrics = metrics
@@ -649,7 +716,7 @@ func (h *harness) send(c specCall) specResponse {
 }
 
 func specBearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-	if in.SecuritySchemeName != "bearerAuth" {
+	if in.SecuritySchemeName != "bearerAuth" && in.SecuritySchemeName != "feedToken" {
 		return errors.New("unknown security scheme " + in.SecuritySchemeName)
 	}
 	scheme, token, _ := strings.Cut(in.RequestValidationInput.Request.Header.Get("Authorization"), " ")
@@ -844,6 +911,65 @@ var specCalls = []specCall{
 	{mode: "bare", method: "GET", path: "/v1/redrives/rd_done", want: 501},
 	{mode: "down", method: "GET", path: "/v1/redrives/rd_done", want: 503},
 	{mode: "panic", method: "GET", path: "/v1/redrives/rd_done", want: 500},
+
+	// Pull endpoints and their feeds.
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"pull"}`, want: 201},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"pull","url":"https://example.com"}`, want: 400, field: "url"},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com"}`, want: 400, field: "mode", invalid: true},
+	{mode: "bare", method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"pull"}`, want: 501},
+	{method: "PATCH", path: "/v1/endpoints/ep_pull", body: `{"mode":"push"}`, want: 400, field: "mode"},
+	{method: "GET", path: "/v1/endpoints/ep_pull", want: 200},
+
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens", want: 201},
+	{method: "POST", path: "/v1/endpoints/ep_1/feed-tokens", want: 409},
+	{method: "POST", path: "/v1/endpoints/ep_404/feed-tokens", want: 404},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens", noAuth: true, want: 401, invalid: true},
+	{mode: "down", method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens", want: 503},
+	{mode: "panic", method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens", want: 500},
+	{method: "GET", path: "/v1/endpoints/ep_pull/feed-tokens", want: 200},
+	{method: "GET", path: "/v1/endpoints/ep_1/feed-tokens", want: 409},
+	{method: "GET", path: "/v1/endpoints/ep_404/feed-tokens", want: 404},
+	{method: "GET", path: "/v1/endpoints/ep_pull/feed-tokens", noAuth: true, want: 401, invalid: true},
+	{mode: "panic", method: "GET", path: "/v1/endpoints/ep_pull/feed-tokens", want: 500},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", body: `{"overlap_seconds":3600}`, want: 201},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/ft_n404/rotate", want: 404},
+	{method: "POST", path: "/v1/endpoints/ep_1/feed-tokens/ft_1/rotate", want: 409},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", body: `{"overlap_seconds":-1}`, want: 400, field: "overlap_seconds", invalid: true},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", noAuth: true, want: 401, invalid: true},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", body: `{"x":"` + specHuge + `"}`, want: 413, invalid: true},
+	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", body: `x`, header: []string{"Content-Type", "text/plain"}, want: 415, invalid: true},
+	{mode: "down", method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", want: 503},
+	{mode: "panic", method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID + "/rotate", want: 500},
+
+	{method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 200},
+	{method: "GET", path: "/v1/feed/ep_pull?cursor=" + "fc1_Aw" + "&limit=1&wait=2s", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 200},
+	{method: "GET", path: "/v1/feed/ep_pull?cursor=fc1_AQ", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 410},
+	{method: "GET", path: "/v1/feed/ep_pull?cursor=nope", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "cursor"},
+	{method: "GET", path: "/v1/feed/ep_pull?cursor=fc1_Bw", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "cursor"},
+	{method: "GET", path: "/v1/feed/ep_pull?limit=0", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "limit", invalid: true},
+	{method: "GET", path: "/v1/feed/ep_pull?wait=31s", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "wait"},
+	{method: "GET", path: "/v1/feed/ep_pull", want: 401},                                                              // the admin token
+	{method: "GET", path: "/v1/feed/ep_1", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 401}, // another endpoint
+	{method: "GET", path: "/v1/feed/ep_pull", noAuth: true, want: 401, invalid: true},
+	{mode: "bare", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 501},
+	{mode: "down", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 503},
+	{mode: "panic", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 500},
+	{method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_BA"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 200},
+	{method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_CQ"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "cursor"},
+	{method: "POST", path: "/v1/feed/ep_pull/ack", body: `{}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "cursor", invalid: true},
+	{method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_BA"}`, want: 401},
+	{method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"` + specHuge + `"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 413},
+	{method: "POST", path: "/v1/feed/ep_pull/ack", body: `cursor`, header: []string{"Authorization", "Bearer " + specFeedToken, "Content-Type", "text/plain"}, want: 415, invalid: true},
+	{mode: "bare", method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_BA"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 501},
+	{mode: "down", method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_BA"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 503},
+	{mode: "panic", method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_BA"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 500},
+
+	{method: "DELETE", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID, want: 204},
+	{method: "DELETE", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID, want: 404},
+	{method: "DELETE", path: "/v1/endpoints/ep_1/feed-tokens/ft_1", want: 409},
+	{method: "DELETE", path: "/v1/endpoints/ep_pull/feed-tokens/ft_1", noAuth: true, want: 401, invalid: true},
+	{mode: "down", method: "DELETE", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID, want: 503},
+	{mode: "panic", method: "DELETE", path: "/v1/endpoints/ep_pull/feed-tokens/" + specFeedTokenID, want: 500},
 }
 
 // TestOpenAPIContract sends every call in specCalls to a real Server and

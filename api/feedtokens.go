@@ -1,0 +1,155 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/httpjson"
+)
+
+// feedTokenJSON is a consumer token as the API lists it: never its value.
+type feedTokenJSON struct {
+	ID        string     `json:"id"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Token is the token itself, in the answer that creates it only.
+	Token string `json:"token,omitempty"`
+}
+
+func toFeedTokenJSON(t endpoint.FeedToken) feedTokenJSON {
+	out := feedTokenJSON{ID: t.ID, CreatedAt: t.CreatedAt}
+	if !t.ExpiresAt.IsZero() {
+		out.ExpiresAt = &t.ExpiresAt
+	}
+	return out
+}
+
+// pullEndpoint loads the path's endpoint for a token change, answering
+// 404 or 409 itself. The caller holds writeMu.
+func (s *Server) pullEndpoint(w http.ResponseWriter, r *http.Request) (endpoint.Endpoint, bool) {
+	e, ok := s.endpoints.Get(r.PathValue("id"))
+	switch {
+	case !ok:
+		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
+	case !e.Pull():
+		httpjson.Error(w, http.StatusConflict, "feed tokens belong to pull endpoints (mode \"pull\"); this one is push")
+	}
+	// The tokens are changed in place below; the store's copy shares
+	// this backing array.
+	e.FeedTokens = slices.Clone(e.FeedTokens)
+	return e, ok && e.Pull()
+}
+
+// createFeedToken answers POST /v1/endpoints/{id}/feed-tokens: a new
+// consumer token, shown this once.
+func (s *Server) createFeedToken(w http.ResponseWriter, r *http.Request) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	e, ok := s.pullEndpoint(w, r)
+	if !ok {
+		return
+	}
+	now := s.now().UTC()
+	token, stored := endpoint.NewFeedToken("ft_"+s.newID(), now)
+	e.FeedTokens = append(dropExpired(e.FeedTokens, now), stored)
+	s.storeFeedTokens(w, r, e, stored, token)
+}
+
+// rotateFeedToken answers POST /v1/endpoints/{id}/feed-tokens/{token_id}/rotate
+// {"overlap_seconds": n}: a new token, and the old one valid n seconds
+// more (default 0: revoked now), as for signing secrets.
+func (s *Server) rotateFeedToken(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		OverlapSeconds int64 `json:"overlap_seconds"`
+	}
+	body, ok := httpjson.ReadBody(w, r, 4<<10)
+	if !ok {
+		return
+	}
+	if len(body) > 0 { // the body is optional
+		if err := httpjson.DecodeStrict(body, &req); err != nil {
+			httpjson.Invalid(w, err)
+			return
+		}
+	}
+	overlap := time.Duration(req.OverlapSeconds) * time.Second
+	if req.OverlapSeconds < 0 || overlap > MaxSecretOverlap {
+		httpjson.Invalid(w, &httpjson.FieldError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"})
+		return
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	e, ok := s.pullEndpoint(w, r)
+	if !ok {
+		return
+	}
+	now := s.now().UTC()
+	i := slices.IndexFunc(e.FeedTokens, func(t endpoint.FeedToken) bool { return t.ID == r.PathValue("token_id") })
+	if i < 0 {
+		httpjson.Error(w, http.StatusNotFound, "feed token not found")
+		return
+	}
+	if overlap == 0 {
+		e.FeedTokens = slices.Delete(e.FeedTokens, i, i+1)
+	} else if old := &e.FeedTokens[i]; old.ExpiresAt.IsZero() || now.Add(overlap).Before(old.ExpiresAt) {
+		old.ExpiresAt = now.Add(overlap)
+	}
+	token, stored := endpoint.NewFeedToken("ft_"+s.newID(), now)
+	e.FeedTokens = append(dropExpired(e.FeedTokens, now), stored)
+	s.storeFeedTokens(w, r, e, stored, token)
+}
+
+// storeFeedTokens saves e with its new token and answers 201 with it.
+func (s *Server) storeFeedTokens(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint, stored endpoint.FeedToken, token string) {
+	if err := e.Validate(); err != nil {
+		httpjson.Write(w, http.StatusConflict, httpjson.ErrorBody{Error: err.Error(), Field: "feed_tokens"})
+		return
+	}
+	e.UpdatedAt = s.now().UTC()
+	if !s.put(w, r, e) {
+		return
+	}
+	out := toFeedTokenJSON(stored)
+	out.Token = token
+	httpjson.Write(w, http.StatusCreated, out)
+}
+
+// listFeedTokens answers GET /v1/endpoints/{id}/feed-tokens.
+func (s *Server) listFeedTokens(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.pullEndpoint(w, r)
+	if !ok {
+		return
+	}
+	out := []feedTokenJSON{}
+	for _, t := range dropExpired(e.FeedTokens, s.now()) {
+		out = append(out, toFeedTokenJSON(t))
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"data": out})
+}
+
+// revokeFeedToken answers DELETE /v1/endpoints/{id}/feed-tokens/{token_id}.
+func (s *Server) revokeFeedToken(w http.ResponseWriter, r *http.Request) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	e, ok := s.pullEndpoint(w, r)
+	if !ok {
+		return
+	}
+	n := len(e.FeedTokens)
+	e.FeedTokens = slices.DeleteFunc(e.FeedTokens, func(t endpoint.FeedToken) bool { return t.ID == r.PathValue("token_id") })
+	if len(e.FeedTokens) == n {
+		httpjson.Error(w, http.StatusNotFound, "feed token not found")
+		return
+	}
+	e.UpdatedAt = s.now().UTC()
+	if s.put(w, r, e) {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// dropExpired removes tokens whose overlap has ended.
+func dropExpired(ts []endpoint.FeedToken, now time.Time) []endpoint.FeedToken {
+	return slices.DeleteFunc(ts, func(t endpoint.FeedToken) bool { return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) })
+}

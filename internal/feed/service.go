@@ -1,0 +1,95 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/topics"
+)
+
+// ServiceConfig configures a Service.
+type ServiceConfig struct {
+	// Client reads the feeds and administers their topics and positions.
+	// It should be the service's own (see ReaderConfig.Client). Required.
+	Client *kgo.Client
+	// Topics names the feed topics and sizes them. Default: topics.Config{}
+	// defaults.
+	Topics topics.Config
+	// Group holds the acknowledged positions (topics.Groups.Feed).
+	// Required.
+	Group string
+	// PollInterval is the watcher's; default DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for ages. Default time.Now.
+	Now func() time.Time
+}
+
+// Service is what the API needs of feeds: their topics' lifecycle, pages,
+// acknowledgements and positions. Start it before use; Stop drains it.
+type Service struct {
+	adm       *kadm.Client
+	topics    topics.Config
+	watcher   *Watcher
+	reader    *Reader
+	positions *Positions
+}
+
+// NewService returns a Service.
+func NewService(cfg ServiceConfig) (*Service, error) {
+	if cfg.Client == nil || cfg.Group == "" {
+		return nil, errors.New("feed service: Client and Group are required")
+	}
+	adm := kadm.NewClient(cfg.Client)
+	w := NewWatcher(WatcherConfig{Admin: adm, PollInterval: cfg.PollInterval, Logger: cfg.Logger})
+	r, err := NewReader(ReaderConfig{Client: cfg.Client, Watcher: w, Topics: cfg.Topics})
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewPositions(PositionsConfig{Admin: adm, Group: cfg.Group, Reader: r, Topics: cfg.Topics, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	return &Service{adm: adm, topics: cfg.Topics, watcher: w, reader: r, positions: p}, nil
+}
+
+// Start runs the long-poll watcher.
+func (s *Service) Start() { s.watcher.Start() }
+
+// Stop ends the watcher; long polls in progress end with their requests.
+func (s *Service) Stop() { s.watcher.Stop() }
+
+// Appended wakes the long polls on this instance that an append made here
+// satisfies (WriterConfig.Appended).
+func (s *Service) Appended(topic string, end int64) { s.watcher.Appended(topic, end) }
+
+// Create makes the feed topic of a new pull endpoint.
+func (s *Service) Create(ctx context.Context, endpointID string) error {
+	return topics.EnsureFeed(ctx, s.adm, s.topics, endpointID)
+}
+
+// Delete removes a deleted pull endpoint's feed and its position.
+func (s *Service) Delete(ctx context.Context, endpointID string) error {
+	return errors.Join(topics.DeleteFeed(ctx, s.adm, s.topics, endpointID), s.positions.Forget(ctx, endpointID))
+}
+
+// Read returns a page of the feed (Reader.Read).
+func (s *Service) Read(ctx context.Context, endpointID string, from int64, limit int, wait time.Duration) (Page, error) {
+	return s.reader.Read(ctx, endpointID, from, limit, wait)
+}
+
+// Ack stores an acknowledged position (Positions.Ack).
+func (s *Service) Ack(ctx context.Context, endpointID string, offset int64) (int64, error) {
+	return s.positions.Ack(ctx, endpointID, offset)
+}
+
+// Position reports where the feed's consumer stands (Positions.Position).
+func (s *Service) Position(ctx context.Context, endpointID string) (Position, error) {
+	return s.positions.Position(ctx, endpointID)
+}
