@@ -36,10 +36,10 @@ import (
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/logscan"
 	"github.com/laneway/laneway/signing"
@@ -948,7 +948,7 @@ var specCalls = []specCall{
 	{method: "GET", path: "/v1/feed/ep_pull?cursor=fc1_Bw", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "cursor"},
 	{method: "GET", path: "/v1/feed/ep_pull?limit=0", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "limit", invalid: true},
 	{method: "GET", path: "/v1/feed/ep_pull?wait=31s", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 400, field: "wait"},
-	{method: "GET", path: "/v1/feed/ep_pull", want: 401},                                                              // the admin token
+	{method: "GET", path: "/v1/feed/ep_pull", want: 401},                                                            // the admin token
 	{method: "GET", path: "/v1/feed/ep_1", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 401}, // another endpoint
 	{method: "GET", path: "/v1/feed/ep_pull", noAuth: true, want: 401, invalid: true},
 	{mode: "bare", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 501},
