@@ -165,6 +165,7 @@ type Server struct {
 	now         func() time.Time
 	newID       func() string
 	handler     http.Handler
+	feedHandler http.Handler
 
 	dead          DeadLetterFinder
 	redrives      Redriver
@@ -212,6 +213,9 @@ func New(cfg Config) (*Server, error) {
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
 	s.handler = s.accessLog(noSniff(s.recoverPanics(s.routes(cfg.Metrics))))
+	feeds := http.NewServeMux()
+	s.feedRoutes(feeds)
+	s.feedHandler = s.accessLog(noSniff(s.recoverPanics(jsonMisses(feeds))))
 	return s, nil
 }
 
@@ -267,6 +271,11 @@ func (c *Config) setDefaults() {
 
 // Handler returns the http.Handler serving every route.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// FeedHandler serves the feed routes alone (/v1/feed/…), which consumers
+// reach with their own tokens: for a public listener that must not serve
+// the admin API.
+func (s *Server) FeedHandler() http.Handler { return s.feedHandler }
 
 func (s *Server) routes(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()

@@ -37,6 +37,7 @@ import (
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
 	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/notify"
@@ -177,6 +178,8 @@ type App struct {
 	events   *eventsearch.Finder
 	fanout   *engine.Fanout
 	delivery *engine.DeliveryStage
+	feeds    *feed.Service
+	feedOut  *feed.Writer
 	http     *http.Server
 	httpLn   net.Listener
 	httpDone chan struct{}
@@ -216,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), adminTokens: tokens}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	steps := []func(context.Context) error{
-		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startStages, a.startHTTP,
+		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startFeeds, a.startStages, a.startHTTP,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -432,7 +435,7 @@ func (a *App) startStages(context.Context) error {
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Deliveries,
 		ParkedGroup: topics.GroupsFor(a.cfg.GroupPrefix).Parked,
-		Endpoints:   a.store, Sender: sender, AttemptTimeout: a.cfg.AttemptTimeout,
+		Endpoints:   a.store, Sender: sender, Feed: a.feedOut, AttemptTimeout: a.cfg.AttemptTimeout,
 		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
@@ -596,6 +599,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
+		Feeds: a.feeds,
 		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
@@ -616,7 +620,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		}
 	}()
 	a.onStop(a.stopHTTP)
-	return a.startPublic(in)
+	return a.startPublic(in, srv.FeedHandler())
 }
 
 func (a *App) stopHTTP() {

@@ -98,15 +98,18 @@ func (a *App) inboundRoutes(in *inbound.Service) []api.Route {
 	return in.Routes()
 }
 
-// startPublic serves the inbound front door alone on PublicAddr: the
-// address a deployment exposes to the internet, while the admin API, the
-// console and /metrics stay on HTTPAddr. It stops before the inbound
+// startPublic serves the inbound front door and the pull feeds alone on
+// PublicAddr: the address a deployment exposes to the internet, while the
+// admin API, the console and /metrics stay on HTTPAddr. It stops before the inbound
 // service (stops run in reverse).
-func (a *App) startPublic(in *inbound.Service) error {
+func (a *App) startPublic(in *inbound.Service, feeds http.Handler) error {
 	if a.cfg.PublicAddr == "" {
 		return nil
 	}
-	l, err := a.serve("public", a.cfg.PublicAddr, a.cfg.HTTPLimits.server(in.PublicHandler()))
+	mux := http.NewServeMux()
+	mux.Handle("/v1/feed/", feeds) // pull endpoints' consumers, with their own tokens
+	mux.Handle("/", in.PublicHandler())
+	l, err := a.serve("public", a.cfg.PublicAddr, a.cfg.HTTPLimits.server(mux))
 	if err != nil {
 		return err
 	}

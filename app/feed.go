@@ -1,0 +1,46 @@
+package app
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/topics"
+)
+
+// startFeeds prepares pull endpoints' feeds: the writer the delivery stage
+// appends with, and the service the API reads, acknowledges and
+// administers them with. The writer's appends wake this instance's long
+// polls at once. Both stop after the stage and the HTTP server.
+func (a *App) startFeeds(context.Context) error {
+	writerClient, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Idempotent (franz-go's default) and not transactional: the
+		// feed's offsets are its sequences and must have no gaps.
+		kgo.ProducerLinger(0),
+	}, a.clientOpts("feed-writer")...)...)
+	if err != nil {
+		return err
+	}
+	a.onStop(writerClient.Close)
+	readerClient, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("feed")...)...)
+	if err != nil {
+		return err
+	}
+	a.onStop(readerClient.Close)
+	svc, err := feed.NewService(feed.ServiceConfig{
+		Client: readerClient, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Feed, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	w, err := feed.NewWriter(feed.WriterConfig{Client: writerClient, Topics: a.cfg.Topics, Appended: svc.Appended})
+	if err != nil {
+		return err
+	}
+	svc.Start()
+	a.onStop(svc.Stop)
+	a.feeds, a.feedOut = svc, w
+	return nil
+}
