@@ -36,8 +36,8 @@ import (
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
-	"github.com/laneway/laneway/internal/kafkaconn"
 	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/internal/kafkaconn"
 	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/notify"
@@ -599,7 +599,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
-		Feeds: a.feeds,
+		Feeds:   a.feeds,
 		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
 	})
