@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,10 +29,15 @@ var envOverrides = map[string]string{"token": "LANEWAY_ADMIN_TOKEN", "o": "LANEW
 // stray LANEWAY_URL cannot change what a command does.
 var clientEnvFlags = map[string]bool{"api": true, "token": true, "o": true, "timeout": true}
 
-func isClientEnvFlag(name string) bool { return clientEnvFlags[name] }
+// feedTokenEnv holds a feed consumer's token: a variable of its own, so
+// that a shell holding the admin token never sends it to a feed, nor a
+// consumer token to the admin API.
+const feedTokenEnv = "LANEWAY_FEED_TOKEN"
 
-func allFlags(string) bool { return true }
+// envOf names the variable a flag reads, or "" when it reads none.
+type envOf func(flagName string) string
 
+// cliEnvName is the client's variable of any flag (the demo binds all).
 func cliEnvName(flagName string) string {
 	if v, ok := envOverrides[flagName]; ok {
 		return v
@@ -39,28 +45,44 @@ func cliEnvName(flagName string) string {
 	return envName(flagName)
 }
 
-// applyCLIEnv is applyEnv with the client's variable names, for the flags
-// bound says.
-func applyCLIEnv(fs *flag.FlagSet, getenv func(string) string, bound func(string) bool) error {
+// clientEnv is envOf for the admin API's commands.
+func clientEnv(flagName string) string {
+	if !clientEnvFlags[flagName] {
+		return ""
+	}
+	return cliEnvName(flagName)
+}
+
+// consumerEnv is envOf for the commands that read a feed.
+func consumerEnv(flagName string) string {
+	if flagName == "token" {
+		return feedTokenEnv
+	}
+	return clientEnv(flagName)
+}
+
+// applyCLIEnv is applyEnv with the variable names env gives.
+func applyCLIEnv(fs *flag.FlagSet, getenv func(string) string, env envOf) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if !bound(f.Name) {
+		name := env(f.Name)
+		if name == "" {
 			return
 		}
-		if v := getenv(cliEnvName(f.Name)); v != "" && !given[f.Name] && err == nil {
+		if v := getenv(name); v != "" && !given[f.Name] && err == nil {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", cliEnvName(f.Name), e)
+				err = fmt.Errorf("%s: %w", name, e)
 			}
 		}
 	})
 	return err
 }
 
-// printCLIDefaults is printDefaults with the client's variable names and the
-// positional arguments a command takes.
-func printCLIDefaults(fs *flag.FlagSet, w io.Writer, synopsis, about string, bound func(string) bool) {
+// printCLIDefaults is printDefaults with the variable names env gives and
+// the positional arguments a command takes.
+func printCLIDefaults(fs *flag.FlagSet, w io.Writer, synopsis, about string, env envOf) {
 	fmt.Fprintf(w, "Usage: laneway %s\n\n", synopsis)
 	if about != "" {
 		fmt.Fprintf(w, "%s\n\n", about)
@@ -75,11 +97,11 @@ func printCLIDefaults(fs *flag.FlagSet, w io.Writer, synopsis, about string, bou
 		if len(f.Name) == 1 {
 			dash = "-"
 		}
-		env := ""
-		if bound(f.Name) {
-			env = "env " + cliEnvName(f.Name) + ", "
+		variable := ""
+		if name := env(f.Name); name != "" {
+			variable = "env " + name + ", "
 		}
-		fmt.Fprintf(w, "  %s%s (%sdefault %s)\n      %s\n", dash, f.Name, env, def, f.Usage)
+		fmt.Fprintf(w, "  %s%s (%sdefault %s)\n      %s\n", dash, f.Name, variable, def, f.Usage)
 	})
 }
 
@@ -91,11 +113,20 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
-func (c *clientFlags) bind(fs *flag.FlagSet) {
+// bind binds the flags and returns where they read the environment. A
+// consumer reads a feed: its --token is the endpoint's consumer token, and
+// it prints JSON lines, so it has no -o.
+func (c *clientFlags) bind(fs *flag.FlagSet, consumer bool) envOf {
 	fs.StringVar(&c.api, "api", "http://127.0.0.1:8080", "address of the Laneway API")
+	fs.DurationVar(&c.timeout, "timeout", client.DefaultTimeout, "limit on each API request")
+	if consumer {
+		fs.StringVar(&c.token, "token", "", "the endpoint's lwf_ consumer token (laneway endpoints feed-tokens create), not the admin token")
+		c.output = "json"
+		return consumerEnv
+	}
 	fs.StringVar(&c.token, "token", "", "admin bearer token (serve's --admin-token)")
 	fs.StringVar(&c.output, "o", "table", "output: table (aligned columns) or json (the API's JSON, one document)")
-	fs.DurationVar(&c.timeout, "timeout", client.DefaultTimeout, "limit on each API request")
+	return clientEnv
 }
 
 func (c *clientFlags) client() (*client.Client, error) {
@@ -113,6 +144,8 @@ type command struct {
 	synopsis string // after "laneway ": "endpoints get <id> [flags]"
 	about    string
 	args     int // exact positional arguments; -1 for any
+	// consumer marks a command that reads a feed (see clientFlags.bind).
+	consumer bool
 	flags    func(fs *flag.FlagSet)
 	run      func(ctx context.Context, io cmdIO, args []string) error
 }
@@ -131,11 +164,11 @@ func (cmd *command) exec(ctx context.Context, args []string, stdin io.Reader, st
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := &clientFlags{}
-	cf.bind(fs)
+	env := cf.bind(fs, cmd.consumer)
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}
-	fs.Usage = func() { printCLIDefaults(fs, stderr, cmd.synopsis, cmd.about, isClientEnvFlag) }
+	fs.Usage = func() { printCLIDefaults(fs, stderr, cmd.synopsis, cmd.about, env) }
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // the usage is printed
@@ -143,7 +176,7 @@ func (cmd *command) exec(ctx context.Context, args []string, stdin io.Reader, st
 	if err != nil {
 		return err
 	}
-	if err := applyCLIEnv(fs, getenv, isClientEnvFlag); err != nil {
+	if err := applyCLIEnv(fs, getenv, env); err != nil {
 		return err
 	}
 	if cmd.args >= 0 && len(pos) != cmd.args {
@@ -177,12 +210,19 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// group dispatches "laneway <group> <sub> ...".
+// group dispatches "laneway <group> <sub> ...", where sub may be more than
+// one word ("endpoints feed-tokens create").
 type group struct {
 	name  string
 	about string
 	cmds  []*command
+	// common says what every command takes; "" for the admin client's flags.
+	common string
 }
+
+// adminCommon is what the admin client's commands take.
+const adminCommon = `Every command takes --api (env LANEWAY_API), --token (env LANEWAY_ADMIN_TOKEN),
+-o table|json (env LANEWAY_OUTPUT) and --timeout (env LANEWAY_TIMEOUT).`
 
 func (g *group) run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -190,8 +230,9 @@ func (g *group) run(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return nil
 	}
 	for _, c := range g.cmds {
-		if c.name == g.name+" "+args[0] {
-			return c.exec(ctx, args[1:], stdin, stdout, stderr)
+		words := strings.Fields(strings.TrimPrefix(c.name, g.name+" "))
+		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
+			return c.exec(ctx, args[len(words):], stdin, stdout, stderr)
 		}
 	}
 	var b strings.Builder
@@ -206,7 +247,11 @@ func (g *group) usage(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.synopsis, firstLine(c.about))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nEvery command takes --api (env LANEWAY_API), --token (env LANEWAY_ADMIN_TOKEN),\n-o table|json (env LANEWAY_OUTPUT) and --timeout (env LANEWAY_TIMEOUT).\nRun 'laneway %s <command> --help' for its flags.\n", g.name)
+	common := g.common
+	if common == "" {
+		common = adminCommon
+	}
+	fmt.Fprintf(w, "\n%s\nRun 'laneway %s <command> --help' for its flags.\n", common, g.name)
 }
 
 func firstLine(s string) string {

@@ -74,12 +74,12 @@ func TestClientFlagsFromEnvironment(t *testing.T) {
 	env := map[string]string{"LANEWAY_API": "http://api:1", "LANEWAY_ADMIN_TOKEN": "tok", "LANEWAY_OUTPUT": "json", "LANEWAY_URL": "http://nope"}
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	cf := &clientFlags{}
-	cf.bind(fs)
+	cf.bind(fs, false)
 	url := fs.String("url", "", "")
 	if err := fs.Parse([]string{"--token", "flag-wins"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyCLIEnv(fs, func(k string) string { return env[k] }, isClientEnvFlag); err != nil {
+	if err := applyCLIEnv(fs, func(k string) string { return env[k] }, clientEnv); err != nil {
 		t.Fatal(err)
 	}
 	if cf.api != "http://api:1" || cf.token != "flag-wins" || cf.output != "json" || *url != "" {

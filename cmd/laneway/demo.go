@@ -83,14 +83,14 @@ func parseDemo(args []string, getenv func(string) string, stderr io.Writer) (*de
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := demoFlags(fs)
-	fs.Usage = func() { printCLIDefaults(fs, stderr, "demo [flags]", demoAbout, allFlags) }
+	fs.Usage = func() { printCLIDefaults(fs, stderr, "demo [flags]", demoAbout, cliEnvName) }
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("demo takes no arguments, got %q", fs.Args())
 	}
-	if err := applyCLIEnv(fs, getenv, allFlags); err != nil {
+	if err := applyCLIEnv(fs, getenv, cliEnvName); err != nil {
 		return nil, err
 	}
 	switch {

@@ -15,9 +15,9 @@ import (
 func endpointsGroup() *group {
 	var (
 		create struct {
-			tenant, url, secret, payload string
-			types                        commaList
-			maxConcurrency               int
+			tenant, url, mode, secret, payload string
+			types                              commaList
+			maxConcurrency                     int
 		}
 		list struct {
 			tenant, sort string
@@ -36,24 +36,27 @@ func endpointsGroup() *group {
 	return &group{
 		name:  "endpoints",
 		about: "Manage the endpoints Laneway delivers to.",
-		cmds: []*command{
+		cmds: append([]*command{
 			{
-				name: "endpoints create", synopsis: "endpoints create --tenant T --url URL [flags]", args: 0,
-				about: "Create an endpoint. The answer shows its signing secret, the only time it is shown unasked.",
+				name: "endpoints create", synopsis: "endpoints create --tenant T (--url URL | --mode pull) [flags]", args: 0,
+				about: `Create an endpoint: push (deliveries POSTed to --url) or pull (--mode pull: a feed to read).
+The answer shows the signing secret, the only time it is shown unasked. A pull endpoint's consumer
+reads its feed with a consumer token (laneway endpoints feed-tokens create).`,
 				flags: func(fs *flag.FlagSet) {
 					fs.StringVar(&create.tenant, "tenant", "", "tenant whose events the endpoint receives (required)")
-					fs.StringVar(&create.url, "url", "", "URL deliveries are POSTed to (required)")
+					fs.StringVar(&create.url, "url", "", "URL deliveries are POSTed to (required unless --mode pull, which takes none)")
+					fs.StringVar(&create.mode, "mode", "", `"push" (default: POST to --url) or "pull" (a feed its consumer reads; fixed once created)`)
 					fs.Var(&create.types, "event-types", "comma-separated event types to receive (default: every type)")
 					fs.IntVar(&create.maxConcurrency, "max-concurrency", 0, "deliveries in flight at most (0: the server's default, 4)")
 					fs.StringVar(&create.secret, "secret", "", "whsec_ signing secret (default: generated)")
 					fs.StringVar(&create.payload, "payload", "", `"full" (default: the event's data) or "thin" (id, type, timestamp and entity only)`)
 				},
 				run: func(ctx context.Context, c cmdIO, _ []string) error {
-					if create.tenant == "" || create.url == "" {
-						return errors.New("--tenant and --url are required")
+					if err := checkTarget(create.tenant, create.url, create.mode); err != nil {
+						return err
 					}
 					ep, err := c.c.CreateEndpoint(ctx, client.NewEndpoint{
-						Tenant: create.tenant, URL: create.url, EventTypes: create.types.values,
+						Tenant: create.tenant, URL: create.url, Mode: create.mode, EventTypes: create.types.values,
 						MaxConcurrency: create.maxConcurrency, Payload: create.payload, Secret: create.secret,
 					})
 					if err != nil {
@@ -64,6 +67,10 @@ func endpointsGroup() *group {
 					}
 					if err := printEndpoint(c, ep); err != nil {
 						return err
+					}
+					if ep.Mode == client.ModePull {
+						fmt.Fprintln(c.stdout, "\nNext: laneway endpoints feed-tokens create "+ep.ID+" makes the token its consumer reads the feed with.")
+						return nil
 					}
 					fmt.Fprintln(c.stdout, "\nKeep the secret: it is shown only now (later: laneway endpoints secret "+ep.ID+").")
 					return nil
@@ -85,15 +92,15 @@ func endpointsGroup() *group {
 					if c.flags.json() {
 						return writeJSON(c.stdout, l.Raw)
 					}
-					t := newTable(c.stdout, "ID", "TENANT", "STATUS", "PAUSED", "MAX_CONC", "PENDING", "IN_FLIGHT", "PARKED", "OLDEST_PENDING", "BREAKER", "URL")
+					t := newTable(c.stdout, "ID", "TENANT", "MODE", "STATUS", "PAUSED", "MAX_CONC", "PENDING", "IN_FLIGHT", "PARKED", "OLDEST_PENDING", "BREAKER", "URL")
 					for _, e := range l.Data {
 						h := e.Health
 						if h == nil {
 							h = &client.EndpointHealth{Breaker: client.Breaker{State: "-"}}
 						}
-						t.row(e.ID, e.Tenant, e.Status, yesNo(e.Paused), strconv.Itoa(e.MaxConcurrency),
+						t.row(e.ID, e.Tenant, orDash(e.Mode), e.Status, yesNo(e.Paused), strconv.Itoa(e.MaxConcurrency),
 							strconv.Itoa(h.Pending), strconv.Itoa(h.InFlight), parkedCell(h), fmtSeconds(h.OldestPendingAgeSeconds),
-							orDash(h.Breaker.State), e.URL)
+							orDash(h.Breaker.State), orDash(e.URL))
 					}
 					if err := t.flush(); err != nil {
 						return err
@@ -206,8 +213,29 @@ func endpointsGroup() *group {
 					return nil
 				},
 			},
-		},
+		}, feedTokenCommands()...),
 	}
+}
+
+// checkTarget refuses what the API would: a push endpoint needs a URL, a
+// pull endpoint has none.
+func checkTarget(tenant, url, mode string) error {
+	switch mode {
+	case "", client.ModePush:
+		if tenant == "" || url == "" {
+			return errors.New("--tenant and --url are required (or --mode pull, which takes no --url)")
+		}
+	case client.ModePull:
+		if tenant == "" {
+			return errors.New("--tenant is required")
+		}
+		if url != "" {
+			return errors.New("--url cannot be given with --mode pull: a pull endpoint's consumer reads its feed (laneway feed tail)")
+		}
+	default:
+		return fmt.Errorf("--mode must be push or pull, not %q", mode)
+	}
+	return nil
 }
 
 func showEndpoint(c cmdIO, ep client.Endpoint, err error) error {
@@ -248,7 +276,12 @@ func printEndpoint(c cmdIO, e client.Endpoint) error {
 	t := newTable(c.stdout)
 	t.row("id", e.ID)
 	t.row("tenant", e.Tenant)
-	t.row("url", e.URL)
+	if e.Mode != "" {
+		t.row("mode", e.Mode)
+	}
+	if e.Mode != client.ModePull {
+		t.row("url", e.URL)
+	}
 	t.row("event_types", types)
 	t.row("max_concurrency", strconv.Itoa(e.MaxConcurrency))
 	if e.Payload != "" {
@@ -285,7 +318,24 @@ func printEndpoint(c cmdIO, e client.Endpoint) error {
 			h.PerMinute.Delivered, h.PerMinute.Failed, h.PerMinute.Dead, h.PerMinute.Superseded))
 		t.row("  owner", orDash(h.Owner))
 	}
+	if f := e.Feed; f != nil {
+		feedRows(t, f)
+	}
 	return t.flush()
+}
+
+// feedRows shows where a pull endpoint's consumer stands.
+func feedRows(t *table, f *client.FeedPosition) {
+	acked := f.AckedCursor
+	if acked == "" {
+		acked = "- (the consumer has acknowledged nothing)"
+	}
+	t.row("feed:", "")
+	t.row("  acked_cursor", acked)
+	t.row("  start_cursor", orDash(f.StartCursor))
+	t.row("  end_cursor", orDash(f.EndCursor))
+	t.row("  lag", strconv.FormatInt(f.Lag, 10))
+	t.row("  oldest_unacked_age", fmtSeconds(f.OldestUnackedAgeSeconds))
 }
 
 func parkedCell(h *client.EndpointHealth) string {

@@ -40,6 +40,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return deadGroup().run(ctx, args[1:], stdin, stdout, stderr)
 	case "events":
 		return eventsGroup().run(ctx, args[1:], stdin, stdout, stderr)
+	case "feed":
+		return feedGroup().run(ctx, args[1:], stdin, stdout, stderr)
 	case "secrets":
 		return secretsCommand(ctx, args[1:], stdout, stderr)
 	default:
@@ -55,10 +57,14 @@ Commands:
   secrets      new-key, status, rekey: the key file sealing secrets on Kafka (takes serve's flags)
 
 API clients (--api, env LANEWAY_API; --token, env LANEWAY_ADMIN_TOKEN; -o table|json):
-  endpoints    create, list, get, update, pause, resume, rotate-secret, secret, delete
+  endpoints    create, list, get, update, pause, resume, rotate-secret, secret, delete,
+               feed-tokens create|list|rotate|revoke (a pull endpoint's consumer tokens)
   publish      publish one JSON event or NDJSON read from stdin
   dead         list dead letters; redrive them and follow the job
   events       list accepted events in a time range (reconciliation)
+
+Feed consumer (--api, env LANEWAY_API; --token, env LANEWAY_FEED_TOKEN: an lwf_ consumer token):
+  feed         tail a pull endpoint's feed, one JSON line per event
 
 Run 'laneway <command> --help' for the flags of a command.
 `
