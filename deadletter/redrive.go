@@ -2,28 +2,25 @@ package deadletter
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/jobs"
 )
 
 // Job states.
 const (
-	StatusRunning = "running"
-	StatusDone    = "done"
-	StatusFailed  = "failed"
+	StatusRunning = jobs.StatusRunning
+	StatusDone    = jobs.StatusDone
+	StatusFailed  = jobs.StatusFailed
 )
 
 // MaxRequestIDs bounds the ids of one redrive request (a time range has no
@@ -68,17 +65,8 @@ func (r *Request) Validate() error {
 // normalised sorts and de-duplicates ids and puts times in UTC, so that the
 // same request always has the same job id.
 func (r Request) normalised() Request {
-	if len(r.IDs) > 0 {
-		r.IDs = slices.Compact(slices.Sorted(slices.Values(r.IDs)))
-	}
-	utc := func(t *time.Time) *time.Time {
-		if t == nil {
-			return nil
-		}
-		u := t.UTC()
-		return &u
-	}
-	r.Since, r.Until = utc(r.Since), utc(r.Until)
+	r.IDs = jobs.SortIDs(r.IDs)
+	r.Since, r.Until = jobs.UTC(r.Since), jobs.UTC(r.Until)
 	return r
 }
 
@@ -153,15 +141,10 @@ func (c *Config) setDefaults() error {
 	if c.PageSize <= 0 {
 		c.PageSize = 500
 	}
-	if c.JobTTL <= 0 {
-		c.JobTTL = 7 * 24 * time.Hour
-	}
 	if c.MarkerTTL <= 0 {
 		c.MarkerTTL = 30 * 24 * time.Hour
 	}
-	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
-	}
+	// JobTTL and Lease take their defaults in the job runner (jobs.Config).
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -171,34 +154,40 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Redriver runs redrive jobs in the background. Jobs survive the process:
-// a repeated request for a job whose runner went away resumes it from its
-// last saved cursor.
+// Redriver runs redrive jobs in the background (on a jobs.Runner). Jobs
+// survive the process: a repeated request for a job whose runner went away
+// resumes it from its last saved cursor.
 type Redriver struct {
-	cfg    Config
-	ctx    context.Context
-	cancel context.CancelFunc
-	jobs   sync.WaitGroup
-
-	mu      sync.Mutex
-	running map[string]*Job // jobs this process runs, for fresh progress
+	runner *jobs.Runner[Request, Job]
+	kind   *redrive
 }
 
-// NewRedriver checks cfg and returns a Redriver; Stop ends its jobs.
+// NewRedriver checks cfg and returns a running Redriver; Stop ends its jobs.
 func NewRedriver(cfg Config) (*Redriver, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Redriver{cfg: cfg, ctx: ctx, cancel: cancel, running: map[string]*Job{}}, nil
+	kind := &redrive{cfg: cfg, markers: jobs.Markers{Redis: cfg.Redis, TTL: cfg.MarkerTTL, Name: "redrive", Logger: cfg.Logger}}
+	// The topic is part of every key: Laneways with other topic prefixes
+	// may share the Redis.
+	runner, err := jobs.New(jobs.Config[Request, Job]{
+		Kind: kind, Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven",
+		JobKeyPrefix:   cfg.KeyPrefix + "redrive:" + cfg.Finder.topic + ":",
+		LeaseKeyPrefix: cfg.KeyPrefix + "redrive-lease:" + cfg.Finder.topic + ":",
+		Describe:       func(req Request) []any { return []any{"endpoint", req.EndpointID, "ids", len(req.IDs)} },
+		JobTTL:         cfg.JobTTL, Lease: cfg.Lease, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Started here: its owner (app) only ever stops it.
+	runner.Start()
+	return &Redriver{runner: runner, kind: kind}, nil
 }
 
 // Stop cancels running jobs and waits for them. Their progress stays in
 // Redis; repeating the request resumes them.
-func (r *Redriver) Stop() {
-	r.cancel()
-	r.jobs.Wait()
-}
+func (r *Redriver) Stop() { r.runner.Stop() }
 
 // Submit starts the redrive of req, or returns the job already started for
 // the same request (or the same idempotency key). created reports whether
@@ -208,132 +197,54 @@ func (r *Redriver) Submit(ctx context.Context, req Request, idempotencyKey strin
 		return Job{}, false, err
 	}
 	req = req.normalised()
-	id := jobID(req, idempotencyKey)
-	existing, found, err := r.load(ctx, id)
-	if err != nil {
-		return Job{}, false, err
-	}
-	if !found {
-		now := r.cfg.Now().UTC()
-		existing = Job{ID: id, Status: StatusRunning, Request: req, Until: now, StartedAt: now, UpdatedAt: now}
-		if req.Until != nil {
-			existing.Until = *req.Until
-		}
-		if ok, err := r.create(ctx, existing); err != nil || !ok {
-			if err != nil {
-				return Job{}, false, err
-			}
-			return r.Submit(ctx, req, idempotencyKey) // lost a race: report the winner's job
-		}
-	} else if existing.Status == StatusDone {
-		return existing, false, nil
-	}
-	leased, err := r.takeLease(ctx, id)
-	if err != nil || !leased {
-		if j, ok, _ := r.Get(ctx, id); ok {
-			existing = j // freshest progress, when it runs here
-		}
-		return existing, false, err // someone is running it
-	}
-	existing.Status, existing.Error = StatusRunning, ""
-	r.launch(existing)
-	return existing, true, nil
+	return r.runner.Submit(ctx, req, req.Until, idempotencyKey)
 }
 
 // Get returns a job's progress.
 func (r *Redriver) Get(ctx context.Context, id string) (Job, bool, error) {
-	r.mu.Lock()
-	j, ok := r.running[id]
-	var snapshot Job
-	if ok {
-		snapshot = *j
-	}
-	r.mu.Unlock()
-	if ok {
-		return snapshot, true, nil
-	}
-	return r.load(ctx, id)
+	return r.runner.Get(ctx, id)
 }
 
-func jobID(req Request, key string) string {
-	h := sha256.New()
-	if key != "" {
-		h.Write([]byte("key\x00" + key))
-	} else {
-		raw, _ := json.Marshal(req) // plain struct always encodes
-		h.Write(raw)
-	}
-	return "rd_" + hex.EncodeToString(h.Sum(nil))[:24]
+// redrive is the redrive job's kind: each step writes one page of the
+// matching letters back to the deliveries topic.
+type redrive struct {
+	cfg     Config
+	markers jobs.Markers
 }
 
-func (r *Redriver) launch(job Job) {
-	r.mu.Lock()
-	r.running[job.ID] = &job
-	r.mu.Unlock()
-	r.cfg.Logger.Info("redrive started", "job", job.ID, "endpoint", job.Request.EndpointID, "ids", len(job.Request.IDs))
-	r.jobs.Add(1)
-	go func() {
-		defer r.jobs.Done()
-		r.run(job.ID)
-	}()
-}
-
-// run pages through the matching letters until the range is exhausted, the
-// redriver stops, or a step fails.
-func (r *Redriver) run(id string) {
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, id)
-		r.mu.Unlock()
-	}()
-	for {
-		done, err := r.step(id)
-		if err == nil && !done {
-			continue
-		}
-		r.finish(id, err)
-		return
-	}
-}
-
-// step redrives one page and saves the progress.
-func (r *Redriver) step(id string) (done bool, err error) {
-	ctx := r.ctx
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	r.renewLease(ctx, id)
-	job := r.snapshot(id)
-	page, err := r.cfg.Finder.Find(ctx, job.filter(), job.Cursor, r.cfg.PageSize)
+// Step redrives the page of letters at job's cursor.
+func (k *redrive) Step(ctx context.Context, job jobs.Job[Request]) (jobs.Step, error) {
+	page, err := k.cfg.Finder.Find(ctx, filterOf(job), job.Cursor, k.cfg.PageSize)
 	if err != nil {
-		return false, err
+		return jobs.Step{}, err
 	}
-	counts, err := r.redrive(ctx, page.Letters)
+	p, err := k.send(ctx, page.Letters)
 	if err != nil {
-		return false, err
+		return jobs.Step{}, err
 	}
-	r.mu.Lock()
-	j := r.running[id]
-	j.Scanned += int64(page.Scanned)
-	j.Matched += int64(len(page.Letters))
-	j.Redriven += counts.redriven
-	j.Skipped += counts.skipped
-	j.AlreadyRedriven += counts.already
-	j.Cursor = page.Next
-	j.UpdatedAt = r.cfg.Now().UTC()
-	saved := *j
-	r.mu.Unlock()
-	r.save(ctx, saved)
-	return page.Next == "", nil
+	p.Scanned, p.Matched = int64(page.Scanned), int64(len(page.Letters))
+	return jobs.Step{Progress: p, Next: page.Next}, nil
 }
 
-func (r *Redriver) snapshot(id string) Job {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return *r.running[id]
+// Record is the job as the API shows it and Redis stores it.
+func (k *redrive) Record(j jobs.Job[Request]) Job {
+	return Job{
+		ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until,
+		Scanned: j.Scanned, Matched: j.Matched, Redriven: j.Sent, Skipped: j.Skipped, AlreadyRedriven: j.AlreadySent,
+		Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor,
+	}
 }
 
-func (j Job) filter() Filter {
+// FromRecord reads a stored job back.
+func (k *redrive) FromRecord(j Job) jobs.Job[Request] {
+	p := jobs.Progress{Scanned: j.Scanned, Matched: j.Matched, Sent: j.Redriven, Skipped: j.Skipped, AlreadySent: j.AlreadyRedriven}
+	return jobs.Job[Request]{
+		ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until, Progress: p,
+		Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor,
+	}
+}
+
+func filterOf(j jobs.Job[Request]) Filter {
 	f := Filter{EndpointID: j.Request.EndpointID, Reason: j.Request.Reason, Until: j.Until}
 	if j.Request.Since != nil {
 		f.Since = *j.Request.Since
@@ -347,178 +258,70 @@ func (j Job) filter() Filter {
 	return f
 }
 
-func (r *Redriver) finish(id string, err error) {
-	r.mu.Lock()
-	j := r.running[id]
-	now := r.cfg.Now().UTC()
-	j.UpdatedAt = now
-	switch {
-	case err == nil:
-		j.Status, j.FinishedAt = StatusDone, &now
-	case errors.Is(err, context.Canceled) && r.ctx.Err() != nil:
-		// Shutting down: the job stays "running" with its cursor saved
-		// and its lease left to expire, so a repeated request resumes it.
-	default:
-		j.Status, j.Error = StatusFailed, err.Error()
-	}
-	saved := *j
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	r.save(ctx, saved)
-	if saved.Status != StatusRunning {
-		r.cfg.Redis.Del(ctx, r.leaseKey(id))
-	}
-	r.cfg.Logger.Info("redrive ended", "job", id, "status", saved.Status, "redriven", saved.Redriven,
-		"skipped", saved.Skipped, "already_redriven", saved.AlreadyRedriven, "err", saved.Error)
-}
-
-type stepCounts struct{ redriven, skipped, already int64 }
-
-// redrive writes the page's redrivable letters, in order, to the
-// deliveries topic, skipping those an earlier redrive already sent.
-func (r *Redriver) redrive(ctx context.Context, letters []Letter) (stepCounts, error) {
-	var c stepCounts
+// send writes the redrivable letters, in order, to the deliveries topic,
+// skipping those an earlier redrive already sent.
+func (k *redrive) send(ctx context.Context, letters []Letter) (jobs.Progress, error) {
+	var p jobs.Progress
 	var candidates []Letter
 	for _, l := range letters {
-		if !r.redrivable(l) {
-			c.skipped++
+		if !k.redrivable(l) {
+			p.Skipped++
 			continue
 		}
 		candidates = append(candidates, l)
 	}
-	sent := r.alreadySent(ctx, candidates)
-	now := r.cfg.Now().UTC()
+	sent := k.markers.Sent(ctx, k.markerKeys(candidates))
+	now := k.cfg.Now().UTC()
 	var recs []*kgo.Record
 	var fresh []Letter
 	for i, l := range candidates {
 		if sent[i] {
-			c.already++
+			p.AlreadySent++
 			continue
 		}
-		d := *l.Delivery
-		d.Attempts, d.NotBefore, d.LastError, d.CreatedAt = 0, time.Time{}, "", now
-		value, err := json.Marshal(&d)
+		rec, err := k.record(l, now)
 		if err != nil {
-			return c, err
+			return p, err
 		}
-		recs = append(recs, &kgo.Record{Topic: r.cfg.DeliveriesTopic, Key: []byte(d.EndpointID), Value: value})
-		fresh = append(fresh, l)
+		recs, fresh = append(recs, rec), append(fresh, l)
 	}
 	if len(recs) > 0 {
-		if err := r.cfg.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return c, fmt.Errorf("write redriven deliveries: %w", err)
+		if err := k.cfg.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return p, fmt.Errorf("write redriven deliveries: %w", err)
 		}
 	}
-	r.markSent(ctx, fresh)
-	c.redriven = int64(len(fresh))
-	return c, nil
+	k.markers.Mark(ctx, k.markerKeys(fresh))
+	p.Sent = int64(len(fresh))
+	return p, nil
+}
+
+// record is the letter's delivery as a fresh one: no attempts, due now.
+func (k *redrive) record(l Letter, now time.Time) (*kgo.Record, error) {
+	d := *l.Delivery
+	d.Attempts, d.NotBefore, d.LastError, d.CreatedAt = 0, time.Time{}, "", now
+	value, err := json.Marshal(&d)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: k.cfg.DeliveriesTopic, Key: []byte(d.EndpointID), Value: value}, nil
 }
 
 // redrivable reports whether the letter holds a delivery whose endpoint
 // exists and is active (a disabled endpoint would dead-letter it again).
-func (r *Redriver) redrivable(l Letter) bool {
+func (k *redrive) redrivable(l Letter) bool {
 	if l.Delivery == nil {
 		return false
 	}
-	ep, ok := r.cfg.Endpoints.Get(l.Delivery.EndpointID)
+	ep, ok := k.cfg.Endpoints.Get(l.Delivery.EndpointID)
 	return ok && ep.Status == endpoint.StatusActive
 }
 
-// alreadySent asks Redis which letters an earlier redrive wrote. Losing
-// Redis forgets that, which can only cause a duplicate delivery.
-func (r *Redriver) alreadySent(ctx context.Context, letters []Letter) []bool {
-	out := make([]bool, len(letters))
-	if len(letters) == 0 {
-		return out
-	}
-	pipe := r.cfg.Redis.Pipeline()
-	cmds := make([]*redis.IntCmd, len(letters))
+// markerKeys name the letters by their place on the dead topic, so that any
+// redrive over them (not only this job's) knows they were sent.
+func (k *redrive) markerKeys(letters []Letter) []string {
+	keys := make([]string, len(letters))
 	for i, l := range letters {
-		cmds[i] = pipe.Exists(ctx, r.markerKey(l))
+		keys[i] = k.cfg.KeyPrefix + "redriven:" + k.cfg.Finder.topic + ":" + strconv.Itoa(int(l.Partition)) + ":" + strconv.FormatInt(l.Offset, 10)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		r.cfg.Logger.Warn("redrive markers unavailable; letters may be sent twice", "err", err)
-		return out
-	}
-	for i, cmd := range cmds {
-		out[i] = cmd.Val() > 0
-	}
-	return out
-}
-
-func (r *Redriver) markSent(ctx context.Context, letters []Letter) {
-	if len(letters) == 0 {
-		return
-	}
-	pipe := r.cfg.Redis.Pipeline()
-	for _, l := range letters {
-		pipe.Set(ctx, r.markerKey(l), 1, r.cfg.MarkerTTL)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		r.cfg.Logger.Warn("could not remember redriven letters", "err", err)
-	}
-}
-
-func (r *Redriver) markerKey(l Letter) string {
-	// The topic is part of the key: Laneways with other topic prefixes may
-	// share the Redis.
-	return r.cfg.KeyPrefix + "redriven:" + r.cfg.Finder.topic + ":" + strconv.Itoa(int(l.Partition)) + ":" + strconv.FormatInt(l.Offset, 10)
-}
-
-func (r *Redriver) jobKey(id string) string {
-	return r.cfg.KeyPrefix + "redrive:" + r.cfg.Finder.topic + ":" + id
-}
-
-func (r *Redriver) leaseKey(id string) string {
-	return r.cfg.KeyPrefix + "redrive-lease:" + r.cfg.Finder.topic + ":" + id
-}
-
-func (r *Redriver) load(ctx context.Context, id string) (Job, bool, error) {
-	raw, err := r.cfg.Redis.Get(ctx, r.jobKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Job{}, false, nil
-	}
-	if err != nil {
-		return Job{}, false, fmt.Errorf("load redrive %s: %w", id, err)
-	}
-	var j Job
-	if err := json.Unmarshal(raw, &j); err != nil {
-		return Job{}, false, fmt.Errorf("load redrive %s: %w", id, err)
-	}
-	return j, true, nil
-}
-
-func (r *Redriver) create(ctx context.Context, j Job) (bool, error) {
-	raw, _ := json.Marshal(j) // plain struct always encodes
-	ok, err := r.cfg.Redis.SetNX(ctx, r.jobKey(j.ID), raw, r.cfg.JobTTL).Result()
-	if err != nil {
-		return false, fmt.Errorf("create redrive: %w", err)
-	}
-	return ok, nil
-}
-
-// save stores progress; a failure is logged, not fatal: the job runs on,
-// and this process still answers for it.
-func (r *Redriver) save(ctx context.Context, j Job) {
-	raw, _ := json.Marshal(j) // plain struct always encodes
-	if err := r.cfg.Redis.Set(ctx, r.jobKey(j.ID), raw, r.cfg.JobTTL).Err(); err != nil {
-		r.cfg.Logger.Warn("could not save redrive progress", "job", j.ID, "err", err)
-	}
-}
-
-func (r *Redriver) takeLease(ctx context.Context, id string) (bool, error) {
-	ok, err := r.cfg.Redis.SetNX(ctx, r.leaseKey(id), "1", r.cfg.Lease).Result()
-	if err != nil {
-		return false, fmt.Errorf("redrive lease: %w", err)
-	}
-	return ok, nil
-}
-
-// renewLease keeps the job ours while it makes progress. If Redis lost
-// the lease (flushed), it is simply taken again.
-func (r *Redriver) renewLease(ctx context.Context, id string) {
-	if err := r.cfg.Redis.Set(ctx, r.leaseKey(id), "1", r.cfg.Lease).Err(); err != nil {
-		r.cfg.Logger.Warn("could not renew redrive lease", "job", id, "err", err)
-	}
+	return keys
 }
