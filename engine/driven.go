@@ -332,19 +332,14 @@ func (d *driven) request(a *partition.Attempt, body []byte) (deliver.Request, er
 	return deliver.Request{URL: a.Endpoint.URL, MsgID: a.Delivery.EventID, Timestamp: a.Now, Body: body, Signer: signer}, nil
 }
 
-// appendToFeed is a pull endpoint's attempt: the append to its feed. A
-// state is keyed by its entity, so that compaction keeps its newest
-// revision; a fact by its event id, so that it is never compacted away.
+// appendToFeed is a pull endpoint's attempt: the append to its feed,
+// keyed by entity.
 func (d *driven) appendToFeed(a *partition.Attempt, body []byte) deliver.Result {
 	if d.s.cfg.Feed == nil {
 		return deliver.Result{Err: &deliver.FeedError{Err: errors.New("this instance has no feed writer")}}
 	}
-	key := a.Delivery.EventID
-	if a.Delivery.Coalesce {
-		key = a.Delivery.Entity
-	}
 	start := d.s.cfg.Now()
-	err := d.s.cfg.Feed.Append(d.attemptCtx, a.Endpoint.ID, key, body)
+	err := d.s.cfg.Feed.Append(d.attemptCtx, a.Endpoint.ID, a.Delivery.Entity, body)
 	res := deliver.Result{Duration: d.s.cfg.Now().Sub(start)}
 	switch {
 	case err == nil:

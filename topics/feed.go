@@ -15,21 +15,17 @@ import (
 // its cursor points, whatever other endpoints carry.
 func (c Config) Feed(endpointID string) string { return c.WithDefaults().FeedPrefix + endpointID }
 
-// FeedCompactionLag is how long every revision of a state stays in a feed
-// before compaction may drop the superseded ones: a consumer less than an
-// hour behind sees every revision; one further behind may skip superseded
-// revisions of a `coalesce: true` entity (its records are keyed by
-// entity), never facts (keyed by event id), and never goes back in order.
-const FeedCompactionLag = "3600000"
-
-// FeedConfigs are the configs of a feed topic.
+// FeedConfigs are the configs of a feed topic. A feed is never compacted:
+// a replay after a crash may append an old state again after newer ones,
+// and compaction by entity would then keep the old state as the entity's
+// last record, which a consumer far behind would read as new (the
+// partition simulator's rule 7). Retention alone bounds it.
 func (c Config) FeedConfigs() map[string]string {
 	c = c.WithDefaults()
 	return map[string]string{
-		"cleanup.policy":        "compact,delete",
-		"retention.ms":          strconv.FormatInt(c.FeedRetention.Milliseconds(), 10),
-		"min.compaction.lag.ms": FeedCompactionLag,
-		"segment.ms":            "3600000",
+		"cleanup.policy": "delete",
+		"retention.ms":   strconv.FormatInt(c.FeedRetention.Milliseconds(), 10),
+		"segment.ms":     "3600000",
 	}
 }
 

@@ -4,8 +4,9 @@
 // The delivery stage's owner of the endpoint appends each delivery to it,
 // one entity's revisions one at a time and in order, with an idempotent
 // producer, so the topic's offsets are the feed's sequence numbers: they
-// increase strictly, never repeat, and leave no gap except where
-// compaction dropped a superseded revision of a `coalesce: true` entity.
+// increase strictly, never repeat and leave no gap. A state superseded
+// while it waited in its lane (coalescing) is never appended; the feed
+// itself is never compacted (topics.Config.FeedConfigs says why).
 // A page is one fetch from the cursor's offset, so its cost is the page's,
 // whatever other endpoints carry; a long poll waits on a Watcher, not on
 // a broker connection. The acknowledged position of each feed is the

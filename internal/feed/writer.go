@@ -37,9 +37,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 }
 
 // Append writes body as the next event of the endpoint's feed and returns
-// once the broker has it (acks=all). key is the entity for a state (so
-// compaction keeps its newest revision) and the event id for a fact.
-// The topic is never created here: a deleted endpoint's feed must not
+// once the broker has it (acks=all). key is the event's entity. The topic is never created here: a deleted endpoint's feed must not
 // come back because a delivery was still on its way.
 func (w *Writer) Append(ctx context.Context, endpointID, key string, body []byte) error {
 	topic := w.cfg.Topics.Feed(endpointID)

@@ -199,6 +199,9 @@ func (in *instance) Send(a *partition.Attempt) {
 		s.violate("rule 5: %d attempts in flight, above the instance's cap %d", len(in.attempts), s.p.maxInFlight)
 	}
 	res, latency := s.answer(d.EndpointID)
+	if s.pull[d.EndpointID] {
+		res, latency = s.appendAnswer(d.EndpointID)
+	}
 	s.tracef("gen %d send element %d (%s/%s rev %d, attempt %d) → %s in %v", in.gen, elem, key.endpoint, key.entity,
 		d.Revision, d.Attempts+1, describe(res), latency)
 	s.after(latency, func() { in.attemptEnded(run, res) })
@@ -468,6 +471,26 @@ func (s *Sim) answer(endpointID string) (deliver.Result, time.Duration) {
 		}
 	}
 	return ok, lat
+}
+
+// appendAnswer is a pull endpoint's attempt: an append to its feed topic,
+// which fails while Kafka is down and, in the receiver's failing modes,
+// as a broker that refuses or times out would. No HTTP status exists
+// here: 410, 413 and 429 never happen to a feed.
+func (s *Sim) appendAnswer(endpointID string) (deliver.Result, time.Duration) {
+	lat := s.latency(s.p.produceLatency)
+	fail := deliver.Result{Err: &deliver.FeedError{Err: errors.New("NOT_ENOUGH_REPLICAS")}, Duration: lat}
+	switch {
+	case s.kafka.down:
+		return fail, lat
+	case s.modes[endpointID] == modeFailing, s.modes[endpointID] == modeHoldFail:
+		return fail, lat
+	case s.modes[endpointID] == modeFlaky && s.chance(0.2):
+		return fail, lat
+	case s.modes[endpointID] == modeSlow:
+		lat = s.p.attemptTimeout / 2
+	}
+	return deliver.Result{Duration: lat}, lat
 }
 
 // readParked answers a read of the parked partition from offset.

@@ -51,6 +51,9 @@ type params struct {
 	// Byte budgets: the defaults (which never bind here) or a few records.
 	laneBytes, parkedWindowBytes, maxQueuedAppendBytes int64
 	maxInFlight                                        int // the instance's attempt slots; 0: no cap
+	// pullShare of the endpoints are pull endpoints: their attempts are
+	// appends to a feed (issue #17), which the oracle reads as a consumer.
+	pullShare float64
 }
 
 func drawParams(r *rand.Rand) params {
@@ -96,6 +99,7 @@ func drawParams(r *rand.Rand) params {
 			p.laneBuffer = 1000 // the byte budget parks first
 		}
 	}
+	p.pullShare = []float64{0, 0.5, 1}[r.IntN(3)]
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
 	// Retention beyond the maximum age by more than an owner may take to
 	// reach a record (the assignment scan, a crash, an outage): max_age
@@ -145,6 +149,8 @@ type Sim struct {
 	streams  map[streamKey][]*element
 	deadElem map[int]bool
 	redriven map[int]bool // dead elements already redriven
+	pull     map[string]bool  // pull endpoints
+	feeds    map[string][]int // each pull endpoint's feed: elements in append order
 	revs     map[string]int64
 
 	metrics simMetrics
@@ -177,6 +183,7 @@ func newSim(seed uint64, opts Options) *Sim {
 		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
 		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
 		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
+		pull: map[string]bool{}, feeds: map[string][]int{},
 		keepTrace: opts.Trace,
 	}
 	s.logger = slog.New(traceHandler{s: s})
@@ -207,11 +214,15 @@ func (s *Sim) run() {
 func (s *Sim) setUp() {
 	for i := range s.p.endpoints {
 		id := fmt.Sprintf("ep%d", i)
-		s.endpoints[id] = endpoint.Endpoint{ID: id, Tenant: "t", URL: "http://receiver/" + id,
+		ep := endpoint.Endpoint{ID: id, Tenant: "t", URL: "http://receiver/" + id,
 			MaxConcurrency: 1 + s.rng.IntN(4), Status: endpoint.StatusActive}
+		if s.chance(s.p.pullShare) {
+			ep.URL, ep.Mode, s.pull[id] = "", endpoint.ModePull, true
+		}
+		s.endpoints[id] = ep
 	}
-	s.tracef("seed %d: %d endpoints, %d entities, %d events, %d faults, facts %.0f%%", s.seed,
-		s.p.endpoints, s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)
+	s.tracef("seed %d: %d endpoints (%d pull), %d entities, %d events, %d faults, facts %.0f%%", s.seed,
+		s.p.endpoints, len(s.pull), s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)
 	for range s.p.events {
 		s.at(s.start.Add(s.rand(s.p.produceFor)), s.publish)
 	}
