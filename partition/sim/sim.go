@@ -148,7 +148,7 @@ type Sim struct {
 	byOffset map[int64]*element
 	streams  map[streamKey][]*element
 	deadElem map[int]bool
-	redriven map[int]bool // dead elements already redriven
+	redriven map[int]bool     // dead elements already redriven
 	pull     map[string]bool  // pull endpoints
 	feeds    map[string][]int // each pull endpoint's feed: elements in append order
 	revs     map[string]int64
