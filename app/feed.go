@@ -41,6 +41,18 @@ func (a *App) startFeeds(context.Context) error {
 	}
 	svc.Start()
 	a.onStop(svc.Stop)
+	a.registry.MustRegister(feed.NewCollector(svc, a.pullEndpointIDs, nil))
 	a.feeds, a.feedOut = svc, w
 	return nil
+}
+
+// pullEndpointIDs lists the pull endpoints, for the feed metrics.
+func (a *App) pullEndpointIDs() []string {
+	var ids []string
+	for _, e := range a.store.List() {
+		if e.Pull() {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
 }

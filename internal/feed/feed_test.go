@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -230,5 +231,41 @@ func TestAcksAreMonotonicAndExpiredCursorsAreRefused(t *testing.T) {
 				t.Fatalf("read below the start: %v, want ExpiredError{3}", err)
 			}
 		})
+	}
+}
+
+// TestCollectorReportsPositions reads the metrics of a feed whose consumer
+// acknowledged 4 of 6 events.
+func TestCollectorReportsPositions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := newRig(t, testenv.Kfake(t))
+	if err := topics.EnsureFeed(ctx, r.adm, r.topics, "ep_a"); err != nil {
+		t.Fatal(err)
+	}
+	r.append(ctx, t, "ep_a", 6)
+	if _, err := r.positions.Ack(ctx, "ep_a", 4); err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{positions: r.positions}
+	now := time.Now().Add(time.Minute)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(svc, func() []string { return []string{"ep_a"} }, func() time.Time { return now }))
+	want := map[string]float64{"laneway_feed_end_sequence": 6, "laneway_feed_lag_events": 2, "laneway_feed_acknowledged": 1}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v", name, got[name], v)
+		}
+	}
+	if age := got["laneway_feed_oldest_unacked_age_seconds"]; age < 59 || age > 120 {
+		t.Errorf("oldest unacknowledged age %v s, want about a minute", age)
 	}
 }
