@@ -502,8 +502,14 @@ func apiCall(ctx context.Context, client *http.Client, method, url string, body 
 // waitGroups waits until the fan-out and delivery groups are stable with n
 // members that each own partitions.
 func (h *Harness) waitGroups(ctx context.Context, n int) error {
-	adm := kadm.NewClient(h.admin)
-	g := topics.GroupsFor(h.name)
+	return WaitGroups(ctx, kadm.NewClient(h.admin), h.name, n)
+}
+
+// WaitGroups waits until the fan-out and delivery groups of the run whose
+// group prefix is prefix are stable with n members that each own
+// partitions: a rebalance is over and every instance works.
+func WaitGroups(ctx context.Context, adm *kadm.Client, prefix string, n int) error {
+	g := topics.GroupsFor(prefix)
 	groups := []string{g.Fanout, g.Deliveries}
 	deadline := time.Now().Add(2 * time.Minute)
 	last := ""

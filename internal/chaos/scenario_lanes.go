@@ -275,6 +275,12 @@ func (h *Harness) receiptsOf(id string) int {
 
 // waitUntil polls cond until it holds, or fails after timeout.
 func (h *Harness) waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+	return waitFor(ctx, timeout, h.sc.Name+": "+what, cond)
+}
+
+// waitFor polls cond until it holds, or fails after timeout naming what
+// it waited for.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
@@ -284,7 +290,7 @@ func (h *Harness) waitUntil(ctx context.Context, timeout time.Duration, what str
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("%s: waited %v for %s", h.sc.Name, timeout, what)
+			return fmt.Errorf("waited %v for %s", timeout, what)
 		case <-poll.C:
 		}
 	}
@@ -338,14 +344,31 @@ func (h *Harness) waitPausedSeen(ctx context.Context, name string, paused bool) 
 // (the partition of its id, as Laneway's producers key it) in the
 // deliveries group, by the static member's instance id.
 func (h *Harness) ownerOf(ctx context.Context, name string) (*Instance, int32, error) {
-	topic := h.name + ".deliveries"
-	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(h.runEndpoint(name).id)}, h.cfg.Partitions))
-	group := topics.GroupsFor(h.name).Deliveries
-	reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	described, err := kadm.NewClient(h.admin).DescribeGroups(reqCtx, group)
+	id, p, err := DeliveriesOwner(ctx, kadm.NewClient(h.admin), h.name, h.cfg.Partitions, h.runEndpoint(name).id)
 	if err != nil {
 		return nil, p, err
+	}
+	for _, in := range h.instanceList() {
+		if in.ID == id {
+			return in, p, nil
+		}
+	}
+	return nil, p, fmt.Errorf("partition %d of %s.deliveries is owned by %s, not one of the harness's instances", p, h.name, id)
+}
+
+// DeliveriesOwner returns the instance id (--instance-id) of the member of
+// the deliveries group of the run with prefix that owns endpoint id's
+// deliveries partition (the partition of its id, as Laneway's producers
+// key it, among partitions): the instance whose crash hits that endpoint.
+func DeliveriesOwner(ctx context.Context, adm *kadm.Client, prefix string, partitions int, endpointID string) (string, int32, error) {
+	topic := prefix + ".deliveries"
+	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(endpointID)}, partitions))
+	group := topics.GroupsFor(prefix).Deliveries
+	reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	described, err := adm.DescribeGroups(reqCtx, group)
+	if err != nil {
+		return "", p, err
 	}
 	for _, m := range described[group].Members {
 		c, ok := m.Assigned.AsConsumer()
@@ -353,18 +376,12 @@ func (h *Harness) ownerOf(ctx context.Context, name string) (*Instance, int32, e
 			continue
 		}
 		for _, tp := range c.Topics {
-			if tp.Topic != topic || !slices.Contains(tp.Partitions, p) {
-				continue
+			if tp.Topic == topic && slices.Contains(tp.Partitions, p) {
+				return *m.InstanceID, p, nil
 			}
-			for _, in := range h.instanceList() {
-				if in.ID == *m.InstanceID {
-					return in, p, nil
-				}
-			}
-			return nil, p, fmt.Errorf("partition %d of %s is owned by %s, not one of the harness's instances", p, topic, *m.InstanceID)
 		}
 	}
-	return nil, p, fmt.Errorf("nobody owns partition %d of %s (group %s is %s)", p, topic, group, described[group].State)
+	return "", p, fmt.Errorf("nobody owns partition %d of %s (group %s is %s)", p, topic, group, described[group].State)
 }
 
 // owners maps each named endpoint to its owner's id ("?" when unknown).
