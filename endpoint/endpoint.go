@@ -38,6 +38,9 @@ const (
 	// ModePull appends each delivery, in order, to the endpoint's feed,
 	// which its consumer reads with GET /v1/feed/{id}. It has no URL.
 	ModePull = "pull"
+	// ModeBatch POSTs the endpoint's deliveries to URL in signed batches,
+	// one batch at a time, in one order for the whole endpoint.
+	ModeBatch = "batch"
 )
 
 // Limits on endpoint settings.
@@ -65,6 +68,8 @@ type Endpoint struct {
 	Payload string `json:"payload,omitempty"`
 	// Mode is ModePush ("" reads as push) or ModePull.
 	Mode string `json:"mode,omitempty"`
+	// Batch sizes a batch endpoint's batches; nil takes the defaults.
+	Batch *BatchConfig `json:"batch,omitempty"`
 	// FeedTokens are the consumer tokens that may read a pull endpoint's
 	// feed, stored as hashes only.
 	FeedTokens []FeedToken `json:"feed_tokens,omitempty"`
@@ -100,6 +105,13 @@ func (e *Endpoint) Subscribes(tenant, eventType string) bool {
 // than to a URL.
 func (e *Endpoint) Pull() bool { return e.Mode == ModePull }
 
+// Batched reports whether the endpoint gets its deliveries in batches.
+func (e *Endpoint) Batched() bool { return e.Mode == ModeBatch }
+
+// Ordered reports whether the endpoint's deliveries pass through its
+// feed topic (pull and batch endpoints) rather than straight to a POST.
+func (e *Endpoint) Ordered() bool { return e.Pull() || e.Batched() }
+
 // Thin reports whether deliveries to the endpoint leave the data out.
 func (e *Endpoint) Thin() bool { return e.Payload == PayloadThin }
 
@@ -124,6 +136,9 @@ func (e *Endpoint) Validate() error {
 	}
 	if err := e.validateTarget(); err != nil {
 		return err
+	}
+	if e.Batch != nil && !e.Batched() {
+		return &ValidationError{"batch", `is only for endpoints of mode "batch"`}
 	}
 	if e.Payload != "" && e.Payload != PayloadFull && e.Payload != PayloadThin {
 		return &ValidationError{"payload", `must be "full" or "thin"`}
@@ -158,8 +173,13 @@ func (e *Endpoint) validateTarget() error {
 			return &ValidationError{"url", "must be empty for a pull endpoint: its consumer reads GET /v1/feed/{id}"}
 		}
 		return validateFeedTokens(e.FeedTokens)
+	case ModeBatch:
+		if err := ValidateURL(e.URL); err != nil {
+			return err
+		}
+		return e.Batch.validate()
 	default:
-		return &ValidationError{"mode", `must be "push" or "pull"`}
+		return &ValidationError{"mode", `must be "push", "pull" or "batch"`}
 	}
 }
 
