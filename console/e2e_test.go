@@ -41,7 +41,8 @@ const (
 // against a real Laneway (embedded Kafka and Redis), served as `laneway
 // serve` serves it, on the API's own listener: sign in with the admin
 // token, read the endpoints table, pause, resume and retune an endpoint,
-// redrive its dead letter, search events by time range, and follow
+// redrive its dead letter, follow a pull endpoint's feed consumer as it
+// acknowledges, search events by time range, and follow
 // webhooks through the inbound front door (a private capture URL; a
 // verified, a refused and an unmapped request; re-verify and re-publish). Each effect is checked through the
 // API, and screenshots are saved to $LANEWAY_ARTIFACTS (a temporary
@@ -68,6 +69,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	c := client{t: t, base: "http://" + a.HTTPAddr()}
 	epA := c.createEndpoint(map[string]any{"tenant": "acme", "url": srvA.URL + "/hooks", "event_types": []string{"order.updated"}, "max_concurrency": 2})
 	epB := c.createEndpoint(map[string]any{"tenant": "acme", "url": srvB.URL + "/hooks", "max_concurrency": 4})
+	// A pull endpoint with thin payloads: both events are appended to its
+	// feed, which no consumer has read yet.
+	epP := c.createEndpoint(map[string]any{"tenant": "acme", "mode": "pull", "payload": "thin"})
 	c.publish(map[string]any{"id": "evt-console-1", "type": "order.updated", "tenant": "acme", "entity": "order:1", "revision": 1, "data": map[string]any{"status": "paid"}})
 	c.publish(map[string]any{"id": "evt-console-2", "type": "customer.created", "tenant": "acme", "entity": "customer:9", "revision": 1, "data": map[string]any{"name": "Ada"}})
 
@@ -77,6 +81,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		return len(page.Data) == 1
 	})
 	c.eventually("endpoint B received both events", func() bool { return recvB.delivered("evt-console-1") && recvB.delivered("evt-console-2") })
+	c.eventually("both events were appended to the pull endpoint's feed", func() bool {
+		f := c.endpoint(epP).Feed
+		return f != nil && f.Lag == 2
+	})
 	recvA.accept()
 
 	consoleURL := c.base // app.Start mounts the console on the API's listener
@@ -94,7 +102,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(rowSel(epA))),
 		chromedp.WaitVisible(chromedp.CSS(rowSel(epB))),
 		chromedp.WaitVisible(chromedp.CSS(`#summary .card`)),
+		chromedp.WaitVisible(chromedp.CSS(rowSel(epP))),
 	)
+	// The table shows each endpoint's mode, and for the pull endpoint its
+	// consumer's position: nothing acknowledged, both events behind.
+	b.poll("the modes and the unacknowledged feed are shown", fmt.Sprintf(
+		`document.querySelector(%[1]q)?.dataset.mode === 'push' && document.querySelector(%[1]q + ' td.mode')?.textContent === 'push' && `+
+			`document.querySelector(%[1]q + ' td.feed') === null && `+
+			`document.querySelector(%[2]q)?.dataset.mode === 'pull' && document.querySelector(%[2]q + ' td.mode')?.textContent === 'pull · thin' && `+
+			`document.querySelector(%[2]q + ' td.feed[data-feed-lag="2"][data-feed-acked="false"]')?.textContent.startsWith('2 events · oldest ') && `+
+			`document.querySelector(%[2]q + ' td.feed').textContent.endsWith('not acknowledged')`,
+		rowSel(epA), rowSel(epP)))
 	b.shot("01-endpoints")
 
 	// The endpoint page: last error, breaker, pause state.
@@ -104,6 +122,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	)
 	b.poll("the last error shows the 413", `(document.getElementById('last-error')?.textContent || '').includes('413')`)
 	b.poll("the breaker is shown", `document.getElementById('endpoint-health').textContent.includes('closed')`)
+	b.poll("a push endpoint shows its mode and URL, and no feed", fmt.Sprintf(
+		`document.getElementById('feed-panel').hidden && document.getElementById('endpoint-config').textContent.includes('Modepush: POST to the URL') && `+
+			`document.getElementById('endpoint-config').textContent.includes(%q)`, "URL"+srvA.URL+"/hooks"))
 	b.shot("02-endpoint")
 
 	b.do("pause", chromedp.Click(chromedp.ID("pause")), chromedp.WaitVisible(chromedp.ID("resume")),
@@ -186,6 +207,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("A accepted evt-console-1 %d times, want once", n)
 	}
 
+	feedSteps(b, c, epP)
 	inboundSteps(t, b, c, recvB)
 
 	b.checkConsole()
@@ -224,6 +246,73 @@ func startLaneway(t *testing.T) *app.App {
 	}
 	t.Cleanup(a.Stop)
 	return a
+}
+
+// feedSteps reads the pull endpoint's feed as its consumer does (a consumer
+// token, one event per page) and acknowledges it in two steps: the endpoint
+// page shows the first acknowledged cursor, one event behind, and the
+// endpoints table the second, caught up.
+func feedSteps(b *browser, c client, id string) {
+	c.t.Helper()
+	code, out := c.do(http.MethodPost, "/v1/endpoints/"+id+"/feed-tokens", nil)
+	var tok struct{ Token string }
+	if code != http.StatusCreated || json.Unmarshal(out, &tok) != nil || tok.Token == "" {
+		c.t.Fatalf("create a feed token: %d %s", code, out)
+	}
+	first := c.readFeed(id, tok.Token, "")
+	c.ackFeed(id, tok.Token, first)
+
+	b.do("open the pull endpoint",
+		chromedp.Navigate(c.base+"/#/endpoints/"+id),
+		chromedp.WaitVisible(chromedp.ID("feed-panel")),
+	)
+	b.poll("the page shows the acknowledged cursor, one event behind", fmt.Sprintf(
+		`document.getElementById('endpoint-feed').dataset.acked === 'true' && `+
+			`document.getElementById('feed-acked').textContent === %q && `+
+			`document.getElementById('feed-lag').textContent === '1 event' && `+
+			`document.getElementById('feed-oldest').textContent !== '—' && `+
+			`document.getElementById('endpoint-config').textContent.includes('Modepull: a feed its consumer reads') && `+
+			`document.getElementById('endpoint-config').textContent.includes(%q) && `+
+			`document.getElementById('endpoint-health').textContent.includes('appended to the feed')`,
+		first, "FeedGET /v1/feed/"+id))
+	b.shot("08b-feed-consumer")
+
+	second := c.readFeed(id, tok.Token, first)
+	c.ackFeed(id, tok.Token, second)
+	b.do("back to the endpoints", chromedp.Click(chromedp.CSS(`a[data-nav="endpoints"]`)), chromedp.WaitVisible(chromedp.CSS(rowSel(id))))
+	b.poll("the table shows the consumer caught up at the new cursor", fmt.Sprintf(
+		`document.querySelector(%q + ' td.feed[data-feed-lag="0"][data-feed-acked="true"]')?.textContent === %q`,
+		rowSel(id), "caught upacked "+second))
+}
+
+// readFeed reads one event of a pull endpoint's feed from cursor with its
+// consumer token and returns the cursor after it.
+func (c client) readFeed(id, token, cursor string) string {
+	c.t.Helper()
+	q := url.Values{"limit": {"1"}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	code, out := c.doAs(token, http.MethodGet, "/v1/feed/"+id+"?"+q.Encode(), nil)
+	var page struct {
+		Events     []json.RawMessage `json:"events"`
+		NextCursor string            `json:"next_cursor"`
+	}
+	if code != http.StatusOK || json.Unmarshal(out, &page) != nil || len(page.Events) != 1 || page.NextCursor == cursor {
+		c.t.Fatalf("read the feed of %s from %q: %d %s", id, cursor, code, out)
+	}
+	return page.NextCursor
+}
+
+func (c client) ackFeed(id, token, cursor string) {
+	c.t.Helper()
+	code, out := c.doAs(token, http.MethodPost, "/v1/feed/"+id+"/ack", map[string]string{"cursor": cursor})
+	var ack struct {
+		AckedCursor string `json:"acked_cursor"`
+	}
+	if code != http.StatusOK || json.Unmarshal(out, &ack) != nil || ack.AckedCursor != cursor {
+		c.t.Fatalf("acknowledge %s on %s: %d %s", cursor, id, code, out)
+	}
 }
 
 // inboundSteps drives the inbound front door of a Standard Webhooks source
@@ -467,6 +556,12 @@ type client struct {
 
 func (c client) do(method, path string, body any) (int, []byte) {
 	c.t.Helper()
+	return c.doAs(adminToken, method, path, body)
+}
+
+// doAs calls the API with another bearer token (a feed's consumer token).
+func (c client) doAs(token, method, path string, body any) (int, []byte) {
+	c.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -477,7 +572,7 @@ func (c client) do(method, path string, body any) (int, []byte) {
 		c.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
@@ -613,6 +708,9 @@ func (c client) replay(id string) replayJob {
 type endpointView struct {
 	Paused         bool `json:"paused"`
 	MaxConcurrency int  `json:"max_concurrency"`
+	Feed           *struct {
+		Lag int64 `json:"lag"`
+	} `json:"feed"`
 }
 
 func (c client) endpoint(id string) endpointView {

@@ -244,6 +244,34 @@ function badge([label, colour], extra) {
   return el('span', { class: `badge ${colour}${extra ? ' ' + extra : ''}`, 'data-state': label, text: label });
 }
 
+// A pull endpoint's feed: where its consumer stands. The API gives the
+// position in GET answers only, and leaves it out when Kafka cannot say.
+const isPull = (ep) => ep.mode === 'pull';
+
+function modeText(ep) {
+  return (ep.mode || 'push') + (ep.payload === 'thin' ? ' · thin' : '');
+}
+
+// feedLag is "12 events" or "caught up"; feedOldest the age of the oldest
+// unacknowledged event, "—" when there is none.
+function feedLag(f) { return f.lag > 0 ? `${num(f.lag)} event${f.lag === 1 ? '' : 's'}` : 'caught up'; }
+function feedOldest(f) { return f.lag > 0 ? fmtAge(f.oldest_unacked_age_seconds) : '—'; }
+
+// feedCell shows the consumer's position in the endpoints table.
+function feedCell(ep) {
+  if (!isPull(ep)) return td('—', 'num');
+  const f = ep.feed;
+  if (!f) return td('not available', 'num muted');
+  const acked = f.acked_cursor
+    ? el('span', { class: 'sub' }, 'acked ', el('code', { text: f.acked_cursor }))
+    : el('span', { class: 'sub', text: 'not acknowledged' });
+  const oldest = f.lag > 0 ? ' · oldest ' + feedOldest(f) : '';
+  const cell = td([el('span', { class: 'feed-lag', text: feedLag(f) + oldest }), acked], 'num feed');
+  cell.dataset.feedLag = String(f.lag);
+  cell.dataset.feedAcked = String(Boolean(f.acked_cursor));
+  return cell;
+}
+
 function breakerText(b) {
   if (!b) return '—';
   const state = b.state === 'probing' ? 'half-open' : b.state || 'closed';
@@ -256,9 +284,9 @@ function breakerText(b) {
 // ---------------------------------------------------------------- endpoints
 
 function endpointsPage(ctx) {
-  const filter = el('input', { type: 'search', id: 'endpoint-filter', placeholder: 'Filter by id, tenant or URL', 'aria-label': 'Filter endpoints' });
+  const filter = el('input', { type: 'search', id: 'endpoint-filter', placeholder: 'Filter by id, tenant, URL or mode', 'aria-label': 'Filter endpoints' });
   const cards = el('div', { class: 'cards', id: 'summary' });
-  const body = el('tbody', { id: 'endpoints-body' }, el('tr', {}, el('td', { class: 'empty', colspan: 11, text: 'Loading…' })));
+  const body = el('tbody', { id: 'endpoints-body' }, el('tr', {}, el('td', { class: 'empty', colspan: 13, text: 'Loading…' })));
   view.replaceChildren(
     el('div', { class: 'pagehead' },
       el('div', { class: 'grow' }, el('h1', { text: 'Endpoints' }),
@@ -266,8 +294,8 @@ function endpointsPage(ctx) {
       filter),
     cards,
     el('div', { class: 'tablewrap' }, el('table', { id: 'endpoints' },
-      el('thead', {}, el('tr', {}, th('State'), th('Endpoint'), th('Tenant'), th('Limit', 'num'), th('Pending', 'num'),
-        th('In flight', 'num'), th('Parked', 'num'), th('Oldest pending', 'num'), th('Breaker'),
+      el('thead', {}, el('tr', {}, th('State'), th('Endpoint'), th('Mode'), th('Tenant'), th('Limit', 'num'), th('Pending', 'num'),
+        th('In flight', 'num'), th('Parked', 'num'), th('Oldest pending', 'num'), th('Feed consumer', 'num'), th('Breaker'),
         th('Last minute', 'num'), th('Last error'))),
       body)));
 
@@ -275,9 +303,9 @@ function endpointsPage(ctx) {
   const draw = () => {
     if (!endpoints) return;
     const q = filter.value.trim().toLowerCase();
-    const shown = endpoints.filter((ep) => !q || [ep.id, ep.tenant, ep.url].some((s) => s.toLowerCase().includes(q)));
+    const shown = endpoints.filter((ep) => !q || [ep.id, ep.tenant, ep.url || '', modeText(ep)].some((s) => s.toLowerCase().includes(q)));
     if (!shown.length) {
-      body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 11,
+      body.replaceChildren(el('tr', {}, el('td', { class: 'empty', colspan: 13,
         text: endpoints.length ? 'No endpoint matches the filter.' : 'No endpoints yet. Create one with POST /v1/endpoints.' })));
       return;
     }
@@ -305,15 +333,18 @@ function endpointsPage(ctx) {
 function endpointRow(ep) {
   const h = ep.health || {};
   const pm = h.per_minute || {};
-  return el('tr', { 'data-endpoint-id': ep.id },
+  const target = isPull(ep) ? 'feed GET /v1/feed/' + ep.id : ep.url;
+  return el('tr', { 'data-endpoint-id': ep.id, 'data-mode': ep.mode || 'push' },
     td(badge(endpointState(ep))),
-    td([endpointLink(ep.id), el('span', { class: 'sub', title: ep.url, text: ep.url })]),
+    td([endpointLink(ep.id), el('span', { class: 'sub', title: target, text: target })]),
+    td(modeText(ep), 'mode'),
     td(ep.tenant),
     td(num(ep.max_concurrency), 'num'),
     td(num(h.pending), 'num'),
     td(num(h.in_flight), 'num'),
     td(num(h.parked), 'num'),
     td(fmtAge(h.oldest_pending_age_seconds), 'num'),
+    feedCell(ep),
     td(breakerText(h.breaker)),
     td(h.per_minute ? `${num(pm.delivered)} ok · ${num(pm.failed)} retry · ${num(pm.dead)} dead` : '—', 'num'),
     td(h.last_error || '', 'err', h.last_error || undefined));
@@ -342,6 +373,10 @@ function endpointPage(ctx, id) {
   const state = el('span', { id: 'endpoint-state' });
   const config = el('dl', { class: 'kv', id: 'endpoint-config' });
   const health = el('dl', { class: 'kv', id: 'endpoint-health' });
+  const feed = el('dl', { class: 'kv', id: 'endpoint-feed' });
+  const feedNote = el('p', { class: 'muted small', id: 'endpoint-feed-note' });
+  const feedPanel = el('section', { class: 'panel', id: 'feed-panel', hidden: true },
+    el('h2', { text: 'Feed consumer' }), feed, feedNote);
   const lastError = el('pre', { class: 'error', id: 'last-error', hidden: true });
   const lastErrorNote = el('p', { class: 'muted', id: 'last-error-note', text: 'No error recorded.' });
   const pauseBtn = el('button', { id: 'pause', type: 'button', hidden: true, text: 'Pause deliveries' });
@@ -367,6 +402,7 @@ function endpointPage(ctx, id) {
       el('section', { class: 'panel' }, el('h2', { text: 'Last error' }), lastErrorNote, lastError)),
     el('div', { class: 'grid' },
       el('section', { class: 'panel' }, el('h2', { text: 'Delivery' }), health),
+      feedPanel,
       el('section', { class: 'panel' }, el('h2', { text: 'Configuration' }), config)));
 
   let ep = null;
@@ -380,8 +416,11 @@ function endpointPage(ctx, id) {
     resumeBtn.hidden = !active || !ep.paused;
     enableBtn.hidden = active;
     if (!dirty) concurrency.value = ep.max_concurrency;
+    const pull = isPull(ep);
     config.replaceChildren(...kv([
-      ['URL', ep.url],
+      ['Mode', pull ? 'pull: a feed its consumer reads' : 'push: POST to the URL'],
+      pull ? ['Feed', el('code', { text: 'GET /v1/feed/' + ep.id })] : ['URL', ep.url],
+      ['Payload', ep.payload === 'thin' ? 'thin (no data: the receiver fetches the state)' : 'full'],
       ['Tenant', ep.tenant],
       ['Event types', ep.event_types.length ? ep.event_types.join(', ') : 'every type'],
       ['Max concurrency', num(ep.max_concurrency)],
@@ -401,7 +440,7 @@ function endpointPage(ctx, id) {
         ['Parked', num(h.parked) + (h.parked_reason ? ' (' + h.parked_reason + ')' : '')],
         ['Oldest pending', fmtAge(h.oldest_pending_age_seconds)],
         ['Breaker', breakerText(h.breaker)],
-        ['Last minute', `${num(pm.delivered)} delivered · ${num(pm.failed)} retried · ${num(pm.dead)} dead · ${num(pm.superseded)} superseded`],
+        ['Last minute', `${num(pm.delivered)} ${pull ? 'appended to the feed' : 'delivered'} · ${num(pm.failed)} retried · ${num(pm.dead)} dead · ${num(pm.superseded)} superseded`],
         ['Last success', fmtTime(h.last_success_at)],
         ['Owner', h.owner || '—'],
         ['Reported', fmtTime(h.updated_at)],
@@ -410,6 +449,30 @@ function endpointPage(ctx, id) {
       lastError.textContent = h.last_error || '';
       lastErrorNote.textContent = h.last_error ? 'At ' + fmtTime(h.last_error_at) : 'No error recorded.';
     }
+    drawFeed(pull);
+  };
+
+  const drawFeed = (pull) => {
+    feedPanel.hidden = !pull;
+    if (!pull) return;
+    const f = ep.feed;
+    if (!f) {
+      feed.replaceChildren(...kv([['Position', 'not available']]));
+      feedNote.textContent = 'Kafka did not answer for the feed; retrying.';
+      return;
+    }
+    feed.dataset.lag = String(f.lag);
+    feed.dataset.acked = String(Boolean(f.acked_cursor));
+    feed.replaceChildren(...kv([
+      ['Acknowledged', f.acked_cursor ? el('code', { id: 'feed-acked', text: f.acked_cursor }) : el('span', { id: 'feed-acked', text: 'not acknowledged' })],
+      ['Lag', el('span', { id: 'feed-lag', text: feedLag(f) })],
+      ['Oldest unacknowledged', el('span', { id: 'feed-oldest', text: feedOldest(f) })],
+      ['Oldest retained', el('code', { text: f.start_cursor })],
+      ['Next to append', el('code', { text: f.end_cursor })],
+    ]));
+    feedNote.textContent = f.acked_cursor
+      ? 'The lag counts the events after the acknowledged cursor. The oldest of them also counts in the oldest pending age.'
+      : 'The consumer has not acknowledged a position (POST /v1/feed/{id}/ack). If it keeps its cursor itself, the lag counts every retained event.';
   };
 
   const refresh = async () => {
@@ -429,9 +492,10 @@ function endpointPage(ctx, id) {
       setLive(e);
     }
   };
-  // A change answers with the endpoint without its health: keep the last.
+  // A change answers with the endpoint without its health and feed
+  // position: keep the last.
   const changed = (got, message) => {
-    ep = { ...got, health: ep && ep.health };
+    ep = { ...got, health: ep && ep.health, feed: ep && ep.feed };
     draw();
     notify(message);
   };
