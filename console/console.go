@@ -1,7 +1,8 @@
 // Package console is Laneway's web console: one small page, served by the
 // binary itself with its HTML, CSS and JavaScript embedded (no CDN, no
-// external fonts, no build step). It lists the endpoints most behind first
-// and lets an operator pause, resume and tune an endpoint, search and
+// external fonts, no build step). It lists the endpoints most behind first,
+// with each one's mode and, for a pull endpoint, where its feed's consumer
+// stands, and lets an operator pause, resume and tune an endpoint, search and
 // redrive dead letters, search accepted events by time range, and follow
 // the webhooks taken by the inbound front door (sources, captured requests
 // with their outcome, headers and body, re-verify and re-publish).
