@@ -180,10 +180,12 @@ type App struct {
 	delivery *engine.DeliveryStage
 	feeds    *feed.Service
 	feedOut  *feed.Writer
-	http     *http.Server
-	httpLn   net.Listener
-	httpDone chan struct{}
-	public   *listener // the front door's own listener, when PublicAddr is set
+	// feedProducer writes feeds and batch endpoints' dead letters.
+	feedProducer *kgo.Client
+	http         *http.Server
+	httpLn       net.Listener
+	httpDone     chan struct{}
+	public       *listener // the front door's own listener, when PublicAddr is set
 
 	brokers   []string
 	kafkaOpts []kgo.Opt // TLS and SASL, on every client
@@ -432,10 +434,14 @@ func (a *App) startStages(context.Context) error {
 		return err
 	}
 	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
+	batches, err := a.startBatches(sender)
+	if err != nil {
+		return err
+	}
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Deliveries,
 		ParkedGroup: topics.GroupsFor(a.cfg.GroupPrefix).Parked,
-		Endpoints:   a.store, Sender: sender, Feed: a.feedOut, AttemptTimeout: a.cfg.AttemptTimeout,
+		Endpoints:   a.store, Sender: sender, Feed: a.feedOut, Ownership: batches, AttemptTimeout: a.cfg.AttemptTimeout,
 		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,

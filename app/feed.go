@@ -29,8 +29,9 @@ func (a *App) startFeeds(context.Context) error {
 		return err
 	}
 	a.onStop(readerClient.Close)
+	groups := topics.GroupsFor(a.cfg.GroupPrefix)
 	svc, err := feed.NewService(feed.ServiceConfig{
-		Client: readerClient, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Feed, Logger: a.log,
+		Client: readerClient, Topics: a.cfg.Topics, Group: groups.Feed, BatchGroup: groups.Batch, Logger: a.log,
 	})
 	if err != nil {
 		return err
@@ -42,7 +43,7 @@ func (a *App) startFeeds(context.Context) error {
 	svc.Start()
 	a.onStop(svc.Stop)
 	a.registry.MustRegister(feed.NewCollector(svc, a.pullEndpointIDs, nil))
-	a.feeds, a.feedOut = svc, w
+	a.feeds, a.feedOut, a.feedProducer = svc, w, writerClient
 	return nil
 }
 

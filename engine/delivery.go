@@ -50,6 +50,15 @@ type FeedAppender interface {
 	Append(ctx context.Context, endpointID, key string, body []byte) error
 }
 
+// Ownership is told which deliveries partitions this stage owns (the
+// batch endpoints' runners live with their partition).
+type Ownership interface {
+	Owned(p int32)
+	// Released returns once nothing of p is sent any more; it may let work
+	// in flight finish until deadline.
+	Released(p int32, deadline time.Time)
+}
+
 // Defaults of DeliveryConfig.
 const (
 	DefaultCommitInterval = time.Second
@@ -75,6 +84,9 @@ type DeliveryConfig struct {
 	Endpoints EndpointSource
 	// Sender makes the HTTP attempts. Required.
 	Sender Sender
+	// Ownership is told of every partition taken over and given up, the
+	// latter before the partition's commit. Default nil.
+	Ownership Ownership
 	// Feed appends the deliveries of pull endpoints to their feeds, in
 	// place of an HTTP attempt, under the same lanes, order, retries and
 	// breaker. Default nil: a pull endpoint's deliveries are retried (and

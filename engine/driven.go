@@ -298,6 +298,15 @@ func (d *driven) attempt(a *partition.Attempt) {
 		res.Invalid = err
 	case a.Endpoint.Pull():
 		res.Result = d.appendToFeed(a, body)
+	case a.Endpoint.Batched():
+		// The batch runner renders each event itself and needs the whole
+		// delivery (its age, and its dead letter's content).
+		var rec []byte
+		if rec, err = json.Marshal(a.Delivery); err != nil {
+			res.Invalid = err
+		} else {
+			res.Result = d.appendToFeed(a, rec)
+		}
 	default:
 		var req deliver.Request
 		if req, err = d.request(a, body); err != nil {

@@ -42,6 +42,9 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 		s.mu.Unlock()
 		d.pauseFetch(cl)
 		d.do(func(o *partition.Owner) { o.Assign(at) })
+		if s.cfg.Ownership != nil {
+			s.cfg.Ownership.Owned(p)
+		}
 		s.emit(Event{Kind: EventAssigned, Partition: p})
 	}
 }
@@ -178,6 +181,9 @@ func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int
 	deadline := time.Now().Add(s.cfg.RevokeTimeout)
 	for _, d := range gone {
 		d.awaitIdle(deadline)
+		if s.cfg.Ownership != nil {
+			s.cfg.Ownership.Released(d.id, deadline)
+		}
 	}
 	if commit {
 		s.commitPartitions(ctx, cl, gone)

@@ -161,6 +161,9 @@ type Delivery struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Attempts already made (non-zero for redriven or parked deliveries).
 	Attempts int `json:"attempts,omitempty"`
+	// Sequence is a batch endpoint's sequence of the delivery, once it has
+	// one (a dead letter keeps it, so a redrive sends the same); 0: none.
+	Sequence int64 `json:"sequence,omitempty"`
 	// NotBefore delays the next attempt (retry backoff carried across parking).
 	NotBefore time.Time `json:"not_before,omitzero"`
 	LastError string    `json:"last_error,omitempty"`

@@ -180,7 +180,7 @@ func (o *Owner) expiredAt(createdAt time.Time, now time.Time) bool {
 // start; an open breaker makes the lane wait until its pause ends.
 func (o *Owner) breakerAllows(ls *laneState, now time.Time) bool {
 	b := o.cfg.Breakers
-	if b == nil {
+	if b == nil || o.appendsOnly(ls.id) {
 		return true
 	}
 	d := b.Allow(ls.id, now, ls.lane.MaxConcurrency(), ls.lane.InFlight())
@@ -189,6 +189,16 @@ func (o *Owner) breakerAllows(ls *laneState, now time.Time) bool {
 		o.waiting[ls] = struct{}{}
 	}
 	return d.Allowed
+}
+
+// appendsOnly reports whether the endpoint's attempts are appends to its
+// feed (pull and batch endpoints). Their outcomes say how Kafka is, not
+// how the endpoint is: they neither feed nor wait for its breaker, which
+// a batch endpoint's runner keeps from its POSTs, and a failing receiver
+// never stops its feed from taking the backlog.
+func (o *Owner) appendsOnly(id string) bool {
+	ep, ok := o.cfg.Endpoints.Get(id)
+	return ok && ep.Ordered()
 }
 
 // dropIfIdle forgets a lane that holds nothing and is not parked.
@@ -280,7 +290,7 @@ func (o *Owner) settle(ls *laneState, t *Task, res AttemptResult, outcome delive
 // counts.
 func (o *Owner) recordHealth(ls *laneState, outcome deliver.Outcome, now time.Time) {
 	b := o.cfg.Breakers
-	if b == nil || (outcome != deliver.Delivered && outcome != deliver.Retry) {
+	if b == nil || (outcome != deliver.Delivered && outcome != deliver.Retry) || o.appendsOnly(ls.id) {
 		return
 	}
 	state := b.Record(ls.id, outcome == deliver.Delivered, now)

@@ -19,6 +19,9 @@ type Groups struct {
 	// Feed holds the acknowledged position of each pull endpoint's feed
 	// (one offset per feed topic); it has no members.
 	Feed string
+	// Batch holds each batch endpoint's cursor: how far its feed was sent
+	// (one offset per feed topic); it has no members.
+	Batch string
 }
 
 // GroupsFor returns the groups of the Laneway whose group prefix is prefix.
@@ -26,7 +29,7 @@ func GroupsFor(prefix string) Groups {
 	return Groups{
 		Fanout: prefix + "-fanout", Deliveries: prefix + "-deliveries",
 		Parked: prefix + "-deliveries-parked", Inbound: prefix + "-inbound",
-		Feed: prefix + "-feed",
+		Feed: prefix + "-feed", Batch: prefix + "-batch",
 	}
 }
 
@@ -34,4 +37,4 @@ func GroupsFor(prefix string) Groups {
 func (g Groups) Members() []string { return []string{g.Fanout, g.Deliveries, g.Inbound} }
 
 // All are every group, the memberless ones included.
-func (g Groups) All() []string { return append(g.Members(), g.Parked, g.Feed) }
+func (g Groups) All() []string { return append(g.Members(), g.Parked, g.Feed, g.Batch) }

@@ -23,6 +23,9 @@ type ServiceConfig struct {
 	// Group holds the acknowledged positions (topics.Groups.Feed).
 	// Required.
 	Group string
+	// BatchGroup holds batch endpoints' cursors (topics.Groups.Batch), read
+	// for their positions. Default: none, batch positions are not read.
+	BatchGroup string
 	// PollInterval is the watcher's; default DefaultPollInterval.
 	PollInterval time.Duration
 	// Logger. Default slog.Default().
@@ -39,6 +42,7 @@ type Service struct {
 	watcher   *Watcher
 	reader    *Reader
 	positions *Positions
+	batch     *Positions // nil without a BatchGroup
 }
 
 // NewService returns a Service.
@@ -56,7 +60,26 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{adm: adm, topics: cfg.Topics, watcher: w, reader: r, positions: p}, nil
+	svc := &Service{adm: adm, topics: cfg.Topics, watcher: w, reader: r, positions: p}
+	if cfg.BatchGroup != "" {
+		if svc.batch, err = NewPositions(PositionsConfig{Admin: adm, Group: cfg.BatchGroup, Reader: r, Topics: cfg.Topics, Now: cfg.Now}); err != nil {
+			return nil, err
+		}
+	}
+	return svc, nil
+}
+
+// Watcher is the service's long-poll watcher, which batch runners wait on
+// too.
+func (s *Service) Watcher() *Watcher { return s.watcher }
+
+// BatchPosition reports how far a batch endpoint's feed has been sent:
+// Acked is its cursor (every event below it delivered or dead-lettered).
+func (s *Service) BatchPosition(ctx context.Context, endpointID string) (Position, error) {
+	if s.batch == nil {
+		return Position{}, errors.New("feed service: no BatchGroup configured")
+	}
+	return s.batch.Position(ctx, endpointID)
 }
 
 // Start runs the long-poll watcher.

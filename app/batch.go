@@ -1,0 +1,50 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/batch"
+	"github.com/laneway/laneway/topics"
+)
+
+// startBatches runs the batch endpoints' runners of the partitions the
+// delivery stage owns. It stops after the stage, whose release of each
+// partition stops that partition's runners first.
+func (a *App) startBatches(sender *deliver.Sender) (*batch.Manager, error) {
+	m, err := batch.New(batch.Config{
+		Client: a.feedProducer, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Batch,
+		Endpoints: a.store, Sender: sender, Breakers: a.breakers, Watcher: a.feeds.Watcher(),
+		DeadLetters: deadLetterWriter{client: a.feedProducer, topic: a.cfg.Topics.Dead},
+		Retry:       a.cfg.Retry, Registerer: a.registry, Logger: a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Start()
+	a.onStop(m.Stop)
+	return m, nil
+}
+
+// deadLetterWriter produces dead letters keyed by endpoint, as the
+// delivery stage does.
+type deadLetterWriter struct {
+	client *kgo.Client
+	topic  string
+}
+
+func (w deadLetterWriter) Write(ctx context.Context, letters []event.DeadLetter) error {
+	recs := make([]*kgo.Record, len(letters))
+	for i := range letters {
+		value, err := json.Marshal(&letters[i])
+		if err != nil {
+			return err
+		}
+		recs[i] = &kgo.Record{Topic: w.topic, Key: []byte(letters[i].EndpointID), Value: value}
+	}
+	return w.client.ProduceSync(ctx, recs...).FirstErr()
+}
