@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,10 +53,8 @@ func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*lanewa
 	acfg := app.Config{
 		KafkaBrokers: cfg.KafkaBrokers, RedisURL: cfg.RedisURL, HTTPAddr: "127.0.0.1:0",
 		Secrets: app.SecretsConfig{Ring: benchRing},
-		Topics: topics.Config{
-			Events: name + ".events", Deliveries: name + ".deliveries", Parked: name + ".parked",
-			Dead: name + ".dead", Endpoints: name + ".endpoints", Partitions: int32(cfg.Partitions),
-		},
+		// Every topic under the run's name, pull endpoints' feeds included.
+		Topics:      topics.Config{Partitions: int32(cfg.Partitions)}.WithPrefix(name),
 		GroupPrefix: name, InstanceID: name,
 		AllowTargets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Logger:       logger,
@@ -103,8 +102,17 @@ func (l *laneway) deleteRunState(warn io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	t := l.app.Topics()
-	if _, err := adm.DeleteTopics(ctx, t.Events, t.Deliveries, t.Parked, t.Dead, t.Endpoints); err != nil {
+	listed, err := adm.ListTopics(ctx)
+	var mine []string
+	for _, t := range listed.Names() {
+		if strings.HasPrefix(t, l.name+".") {
+			mine = append(mine, t)
+		}
+	}
+	if err == nil && len(mine) > 0 {
+		_, err = adm.DeleteTopics(ctx, mine...)
+	}
+	if err != nil {
 		fmt.Fprintln(warn, "laneway-bench: warning: deleting topics:", err)
 	}
 	if _, err := adm.DeleteGroups(ctx, topics.GroupsFor(l.name).All()...); err != nil {
@@ -122,22 +130,31 @@ type endpointSpec struct {
 // time (each create waits for the config topic round trip), and returns
 // their ids.
 func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver, count int, spec func(n int) endpointSpec) ([]string, error) {
-	const parallel = 8
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	client := &http.Client{Timeout: 30 * time.Second}
 	base := "http://" + l.app.HTTPAddr() + "/v1/endpoints"
 	ids := make([]string, count)
+	err := forEachParallel(ctx, count, func(ctx context.Context, n int) (err error) {
+		ids[n], err = createEndpoint(ctx, client, base, recv, n, spec(n))
+		return err
+	})
+	return ids, err
+}
+
+// forEachParallel calls fn for 0..count-1, eight at a time (each API
+// create waits for the config topic's round trip), and stops at the first
+// error, which it returns.
+func forEachParallel(ctx context.Context, count int, fn func(ctx context.Context, n int) error) error {
+	const parallel = 8
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range parallel {
 		wg.Go(func() {
 			for n := range work {
-				id, err := createEndpoint(ctx, client, base, recv, n, spec(n))
-				if err != nil {
+				if err := fn(ctx, n); err != nil {
 					cancel(err)
 				}
-				ids[n] = id
 			}
 		})
 	}
@@ -149,33 +166,43 @@ func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver,
 	}
 	close(work)
 	wg.Wait()
-	return ids, context.Cause(ctx)
+	return context.Cause(ctx)
 }
 
 func createEndpoint(ctx context.Context, client *http.Client, url string, recv *benchrecv.Receiver, n int, spec endpointSpec) (string, error) {
-	body, _ := json.Marshal(map[string]any{
-		"tenant": spec.tenant, "url": recv.URL(n), "max_concurrency": spec.maxConcurrency,
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("create endpoint %d: %w", n, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusCreated {
-		return "", fmt.Errorf("create endpoint %d: %s: %s", n, resp.Status, bytes.TrimSpace(out))
-	}
 	var created struct {
 		ID     string `json:"id"`
 		Secret string `json:"secret"`
 	}
-	if err := json.Unmarshal(out, &created); err != nil {
-		return "", fmt.Errorf("create endpoint %d: response: %w", n, err)
+	body := map[string]any{"tenant": spec.tenant, "url": recv.URL(n), "max_concurrency": spec.maxConcurrency}
+	if err := postJSON(ctx, client, url, body, &created); err != nil {
+		return "", fmt.Errorf("create endpoint %d: %w", n, err)
 	}
 	return created.ID, recv.SetSecret(n, created.Secret)
+}
+
+// postJSON posts body as JSON and decodes a 201 answer into out.
+func postJSON(ctx context.Context, client *http.Client, url string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(raw))
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("response: %w", err)
+	}
+	return nil
 }

@@ -18,6 +18,13 @@
 //
 //	go run ./cmd/laneway-bench -events 50000
 //	go run ./cmd/laneway-bench -kafka-brokers 127.0.0.1:39092 -redis-url redis://127.0.0.1:36379/0
+//
+// Other scenarios (-scenario) measure one concern each; docs/benchmarks.md
+// has their commands and figures. -scenario feed serves pull endpoints'
+// feeds to long-polling consumers (-feed-consumers, 100) while push
+// endpoints on the same deliveries partitions carry -push-rate (10,000
+// events/s), and reports the events/s served, the page latency and the
+// publish → read latency.
 package main
 
 import (
@@ -101,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var brokers string
 	fs := flag.NewFlagSet("laneway-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, incident, backlog, cost or drain (see the package doc)")
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, incident, backlog, cost, drain or feed (see the package doc)")
 	fs.IntVar(&c.RawRequests, "raw-requests", 50000, "requests in the raw HTTP baseline (0 skips it)")
 	fs.IntVar(&c.RawConcurrency, "raw-concurrency", 64, "concurrent workers in the raw HTTP baseline")
 	fs.IntVar(&c.Events, "events", 100000, "events to publish in the measured run")

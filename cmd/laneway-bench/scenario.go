@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/receiver"
 )
 
 // scenarioFlags are the settings of the scenarios other than throughput.
@@ -44,10 +45,19 @@ type scenarioFlags struct {
 	// DrainEntities spreads the drain backlog; the default is more than any
 	// sensible max_concurrency, so per-entity order alone never caps the drain.
 	DrainEntities int
+
+	FeedConsumers int           // feed: pull endpoints, one long-polling consumer each
+	FeedRate      float64       // feed: events/s over all pull endpoints
+	PushRate      float64       // feed: events/s over the push endpoints (-endpoints) beside them
+	FeedWait      time.Duration // feed: how long a read waits for events (the API's wait)
+	// FeedPause (feed) is how long a consumer takes over a page with
+	// events before its next read, as one handling its page would; 0
+	// reads again at once, so every read long-polls for the next event.
+	FeedPause time.Duration
 }
 
 func (f *scenarioFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&f.Duration, "duration", 120*time.Second, "incident: how long the load runs")
+	fs.DurationVar(&f.Duration, "duration", 120*time.Second, "incident, feed: how long the load runs (feed: default 30s)")
 	fs.Float64Var(&f.RSSGoalMB, "rss-goal-mb", 0, "incident: fail if the process's RSS reaches this many MB (0: no goal)")
 	fs.Float64Var(&f.HealthyRate, "healthy-rate", 2000, "incident: events/s spread round-robin over the healthy endpoints")
 	fs.Float64Var(&f.SlowRate, "slow-rate", 12, "incident: events/s to the slow endpoint")
@@ -67,6 +77,11 @@ func (f *scenarioFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.DrainDelay, "drain-delay", 500*time.Millisecond, "drain: the endpoint's answer time R once it recovers")
 	fs.IntVar(&f.DrainBacklog, "drain-backlog", 400, "drain: events N published while the endpoint hangs")
 	fs.IntVar(&f.DrainEntities, "drain-entities", 64, "drain: entities the backlog is spread over (round-robin)")
+	fs.IntVar(&f.FeedConsumers, "feed-consumers", 100, "feed: pull endpoints, each read by one long-polling consumer")
+	fs.Float64Var(&f.FeedRate, "feed-rate", 1000, "feed: events/s spread round-robin over the pull endpoints")
+	fs.Float64Var(&f.PushRate, "push-rate", 10000, "feed: events/s spread round-robin over the push endpoints (-endpoints) on the same partitions (0: none)")
+	fs.DurationVar(&f.FeedWait, "feed-wait", 25*time.Second, "feed: how long each read waits for new events (up to 30s)")
+	fs.DurationVar(&f.FeedPause, "feed-pause", 0, "feed: a consumer's pause after a page with events, handling it (0: read again at once; with a pause the next read finds events waiting, and its latency is the time to serve a page)")
 }
 
 func parseCounts(v string) ([]int, error) {
@@ -112,8 +127,11 @@ func (c *config) applyScenarioDefaults(set map[string]bool) error {
 		// The hanging phase must outlast parking without the held
 		// attempts timing out, so their completion is part of the drain.
 		def("attempt-timeout", func() { c.AttemptTimeout = 30 * time.Second })
+	case "feed":
+		def("endpoints", func() { c.Endpoints = 10 })
+		def("duration", func() { c.Duration = 30 * time.Second })
 	default:
-		return fmt.Errorf("unknown -scenario %q (throughput, incident, backlog, cost, drain)", c.Scenario)
+		return fmt.Errorf("unknown -scenario %q (throughput, incident, backlog, cost, drain, feed)", c.Scenario)
 	}
 	if c.States && c.Scenario != "backlog" {
 		return fmt.Errorf("-states applies to -scenario backlog only, not %q", c.Scenario)
@@ -129,6 +147,8 @@ func (f scenarioFlags) validate() error {
 		return errors.New("-sample and -window must be positive")
 	case f.CostDeliveries <= 0 || f.DrainLimit < 1 || f.DrainDelay <= 0 || f.DrainBacklog <= 0 || f.DrainEntities <= 0:
 		return errors.New("-cost-deliveries, -drain-limit, -drain-delay, -drain-backlog and -drain-entities must be positive")
+	case f.FeedConsumers < 1 || f.FeedRate <= 0 || f.PushRate < 0 || f.FeedWait < 0 || f.FeedWait > receiver.MaxFeedWait || f.FeedPause < 0:
+		return errors.New("-feed-consumers and -feed-rate must be positive, -push-rate and -feed-pause not negative, -feed-wait from 0 to 30s")
 	}
 	return nil
 }
@@ -158,7 +178,7 @@ type lanewaySettings struct {
 
 func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	run := map[string]func(context.Context, config, io.Writer) (report, error){
-		"incident": runIncident, "backlog": runBacklog, "cost": runCost, "drain": runDrain,
+		"incident": runIncident, "backlog": runBacklog, "cost": runCost, "drain": runDrain, "feed": runFeed,
 	}[cfg.Scenario]
 	rep, err := run(ctx, cfg, stderr)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/receiver"
 )
 
 func TestLatencyWindowsBucketByPublishTime(t *testing.T) {
@@ -207,12 +208,15 @@ func TestScenarioFlags(t *testing.T) {
 	if cfg := testConfig(t, "-scenario", "drain"); cfg.ParkAfter != 5*time.Second {
 		t.Errorf("drain park-after %s", cfg.ParkAfter)
 	}
+	if cfg := testConfig(t, "-scenario", "feed"); cfg.Endpoints != 10 || cfg.Duration != 30*time.Second || cfg.FeedConsumers != 100 || cfg.PushRate != 10000 {
+		t.Errorf("feed defaults: %d push endpoints, %s, %d consumers, push rate %.0f", cfg.Endpoints, cfg.Duration, cfg.FeedConsumers, cfg.PushRate)
+	}
 	if cfg := testConfig(t, "-scenario", "cost", "-cost-endpoints", "3, 30"); len(cfg.CostEndpoints) != 2 || cfg.CostEndpoints[1] != 30 {
 		t.Errorf("cost endpoints %v", cfg.CostEndpoints)
 	}
 	for _, args := range [][]string{
 		{"-scenario", "nope"}, {"-scenario", "cost", "-cost-endpoints", "10,0"}, {"-drain-limit", "0"}, {"-ports", "-1"},
-		{"-states"}, {"-scenario", "drain", "-states"},
+		{"-states"}, {"-scenario", "drain", "-states"}, {"-scenario", "feed", "-feed-wait", "31s"}, {"-feed-consumers", "0"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
@@ -258,5 +262,35 @@ func TestDrainSmall(t *testing.T) {
 	rate, want := res["drain_per_s"].(float64), res["expected_per_s"].(float64)
 	if want != 40 || rate < want/2 || rate > want*1.2 {
 		t.Fatalf("drained at %.1f/s, expected about %.0f/s", rate, want)
+	}
+}
+
+// TestFeedSmall serves a few feeds while push endpoints carry a load
+// beside them: every feed event is read once, in sequence, and pages that
+// found their events waiting are timed apart.
+func TestFeedSmall(t *testing.T) {
+	res := runSmall(t, "-scenario", "feed", "-feed-consumers", "4", "-feed-rate", "40", "-push-rate", "200",
+		"-endpoints", "2", "-duration", "3s", "-feed-wait", "2s", "-feed-pause", "200ms")
+	if res["served"].(float64) != 120 || res["feed_missing"].(float64) != 0 || res["push_received"].(float64) != 600 {
+		t.Fatalf("result %v", res)
+	}
+	if res["ready_pages"].(float64) == 0 || res["page_latency"].(map[string]any)["p99_ms"].(float64) <= 0 {
+		t.Fatalf("no page latency measured: %v", res)
+	}
+}
+
+// TestFeedTallyCountsGapsAndOrder: a skipped sequence, a step back and an
+// entity's revision not above its last are counted.
+func TestFeedTallyCountsGapsAndOrder(t *testing.T) {
+	tally := &feedTally{last: map[string]int64{}}
+	for _, ev := range []struct {
+		seq    int64
+		entity string
+		rev    int64
+	}{{0, "a", 1}, {1, "b", 1}, {3, "a", 2}, {2, "a", 3}, {3, "b", 1}} {
+		tally.check(receiver.FeedEvent{Sequence: ev.seq, Entity: receiver.Entity{ID: ev.entity, Revision: ev.rev}})
+	}
+	if tally.read != 5 || tally.gaps != 2 || tally.order != 1 {
+		t.Fatalf("read %d, gaps %d, order %d; want 5, 2 (3 after 1, 2 after 3), 1 (b 1 after 1)", tally.read, tally.gaps, tally.order)
 	}
 }
