@@ -217,7 +217,13 @@ func (s *Sim) setUp() {
 		ep := endpoint.Endpoint{ID: id, Tenant: "t", URL: "http://receiver/" + id,
 			MaxConcurrency: 1 + s.rng.IntN(4), Status: endpoint.StatusActive}
 		if s.chance(s.p.pullShare) {
+			// A batch endpoint's attempts are appends to its feed too (its
+			// runner, which sends the feed, has its own simulation in
+			// internal/batch); the owner treats both alike.
 			ep.URL, ep.Mode, s.pull[id] = "", endpoint.ModePull, true
+			if s.chance(0.5) {
+				ep.URL, ep.Mode = "http://receiver/"+id, endpoint.ModeBatch
+			}
 		}
 		s.endpoints[id] = ep
 	}
