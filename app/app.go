@@ -218,6 +218,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if err := checkEmbeddedKafka(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkRetention(cfg); err != nil {
+		return nil, err
+	}
 	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), adminTokens: tokens}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	steps := []func(context.Context) error{

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -47,4 +49,23 @@ func (w deadLetterWriter) Write(ctx context.Context, letters []event.DeadLetter)
 		recs[i] = &kgo.Record{Topic: w.topic, Key: []byte(letters[i].EndpointID), Value: value}
 	}
 	return w.client.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// checkRetention refuses topics that would drop a backlog before its
+// deliveries die of old age: an undelivered record must still be in Kafka
+// when max_age dead-letters it, or it would be lost without a letter.
+func checkRetention(cfg Config) error {
+	maxAge := cfg.Retry.MaxAge
+	if maxAge <= 0 {
+		maxAge = deliver.DefaultMaxAge
+	}
+	for _, r := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--deliveries-retention", cfg.Topics.DeliveriesRetention}, {"--feed-retention", cfg.Topics.FeedRetention}} {
+		if r.d <= maxAge {
+			return fmt.Errorf("%s %s must exceed --max-age %s: a backlog older than its retention would be lost without a dead letter", r.flag, r.d, maxAge)
+		}
+	}
+	return nil
 }

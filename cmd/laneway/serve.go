@@ -44,6 +44,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.DurationVar(&cfg.Topics.DeliveriesRetention, "deliveries-retention", 7*24*time.Hour, "retention of the deliveries and parked topics when created (must exceed --max-age)")
 	fs.DurationVar(&cfg.Topics.DeadRetention, "dead-retention", 30*24*time.Hour, "retention of the dead-letter topic when created (how long letters stay redrivable)")
 	fs.DurationVar(&cfg.Topics.InboundRetention, "inbound-retention", 30*24*time.Hour, "retention of captured inbound requests when created")
+	fs.DurationVar(&cfg.Topics.FeedRetention, "feed-retention", 7*24*time.Hour, "retention of each pull or batch endpoint's feed topic when created (how far back a consumer may be)")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "stable unique name of this instance (default: hostname)")
 	fs.Var(&lists.allow, "allow-targets", "comma-separated CIDRs delivery may reach despite the SSRF guard (e.g. 127.0.0.0/8)")
 	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", deliver.DefaultTimeout, "limit on one whole HTTP delivery attempt")

@@ -135,7 +135,7 @@ func (r *runner) fill(ctx context.Context, core *Core, l Limits, thin bool) (boo
 		res, err := r.kr.Read(ctx, 0, from, int32(min(l.MaxBytes*2, 8<<20)))
 		switch {
 		case errors.Is(err, kread.ErrOffsetOutOfRange):
-			return false, fmt.Errorf("offset %d is out of the feed's range: %w", from, err)
+			return false, r.skipExpired(ctx, core, from)
 		case err != nil:
 			return false, err
 		}
@@ -149,6 +149,24 @@ func (r *runner) fill(ctx context.Context, core *Core, l Limits, thin bool) (boo
 		}
 	}
 	return false, nil
+}
+
+// skipExpired moves past events the feed's retention deleted before they
+// were sent. checkRetention in the app makes the retention exceed max_age,
+// so it takes an operator shortening a feed's retention by hand; it is
+// logged as the loss it is.
+func (r *runner) skipExpired(ctx context.Context, core *Core, from int64) error {
+	starts, err := kadm.NewClient(r.m.cfg.Client).ListStartOffsets(ctx, r.topic)
+	if err != nil {
+		return err
+	}
+	s, ok := starts.Lookup(r.topic, 0)
+	if !ok || s.Err != nil || s.Offset <= from {
+		return fmt.Errorf("offset %d is out of the feed's range", from)
+	}
+	r.m.log.Error("batch: events of the feed expired before they were sent", "endpoint", r.id, "from", from, "to", s.Offset)
+	core.Add(nil, s.Offset)
+	return nil
 }
 
 // events turns feed records into batch events. A record that is not a
