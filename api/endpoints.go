@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -26,10 +28,19 @@ type endpointJSON struct {
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	Secret         string    `json:"secret,omitempty"`
+	// Batch is a batch endpoint's batch sizes in effect, defaults applied.
+	Batch *batchJSON `json:"batch,omitempty"`
 	// Health is the endpoint's live state, in GET responses.
 	Health *healthJSON `json:"health,omitempty"`
 	// Feed is a pull endpoint's consumer position, in GET responses.
 	Feed *feedPositionJSON `json:"feed,omitempty"`
+}
+
+// batchJSON is a batch endpoint's batch sizes as the API shows them.
+type batchJSON struct {
+	MaxEvents int   `json:"max_events"`
+	MaxBytes  int   `json:"max_bytes"`
+	MaxWaitMS int64 `json:"max_wait_ms"`
 }
 
 func toJSON(e endpoint.Endpoint) endpointJSON {
@@ -45,11 +56,16 @@ func toJSON(e endpoint.Endpoint) endpointJSON {
 	if mode == "" {
 		mode = endpoint.ModePush
 	}
-	return endpointJSON{
+	out := endpointJSON{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, EventTypes: types,
 		MaxConcurrency: e.MaxConcurrency, Payload: payload, Mode: mode, Status: e.Status, Paused: e.Paused,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
+	if e.Batched() {
+		maxEvents, maxBytes, maxWait := e.Batch.Sizes()
+		out.Batch = &batchJSON{MaxEvents: maxEvents, MaxBytes: maxBytes, MaxWaitMS: maxWait.Milliseconds()}
+	}
+	return out
 }
 
 // createRequest is the body of POST /v1/endpoints. Pointers tell an absent
@@ -62,9 +78,12 @@ type createRequest struct {
 	Payload        string   `json:"payload"`
 	Mode           string   `json:"mode"`
 	Secret         *string  `json:"secret"`
+	// Batch is decoded by parseBatch, which names its fields batch.*;
+	// absent or null takes the defaults.
+	Batch json.RawMessage `json:"batch"`
 }
 
-func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
+func (c *createRequest) endpoint(id string, now time.Time) (endpoint.Endpoint, error) {
 	e := endpoint.Endpoint{
 		ID: id, Tenant: c.Tenant, URL: c.URL, EventTypes: c.EventTypes, Payload: c.Payload, Mode: c.Mode,
 		MaxConcurrency: endpoint.DefaultMaxConcurrency, Status: endpoint.StatusActive,
@@ -78,7 +97,74 @@ func (c *createRequest) endpoint(id string, now time.Time) endpoint.Endpoint {
 		secret = *c.Secret // checked with endpoint.ValidateSecret by Validate
 	}
 	e.Secrets = []endpoint.Secret{{Value: secret}}
-	return e
+	if len(c.Batch) > 0 && string(c.Batch) != "null" {
+		b, err := parseBatch(c.Batch)
+		if err != nil {
+			return e, err
+		}
+		if e.Batch, err = b.apply(nil); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// batchRequest is the batch object of a create or PATCH body. Pointers
+// tell an absent size (the default on create, unchanged on PATCH) from a
+// given one.
+type batchRequest struct {
+	MaxEvents *int   `json:"max_events"`
+	MaxBytes  *int   `json:"max_bytes"`
+	MaxWaitMS *int64 `json:"max_wait_ms"`
+}
+
+// parseBatch decodes a batch object strictly, naming the field at fault
+// batch.<name> (or batch when it is not an object).
+func parseBatch(raw json.RawMessage) (batchRequest, error) {
+	var b batchRequest
+	err := httpjson.DecodeStrict(raw, &b)
+	if err == nil {
+		return b, nil
+	}
+	var fe *httpjson.FieldError
+	switch {
+	case !errors.As(err, &fe):
+		return b, &httpjson.FieldError{Field: "batch", Reason: err.Error()}
+	case fe.Field == "body":
+		return b, &httpjson.FieldError{Field: "batch", Reason: "must be a JSON object"}
+	}
+	return b, &httpjson.FieldError{Field: "batch." + fe.Field, Reason: fe.Reason}
+}
+
+// apply returns a copy of c (nil: no sizes yet) with the given sizes set;
+// c itself, shared with the store, is left alone. A stored 0 reads as the
+// default, so a given max_events or max_bytes of 0 is refused, and a
+// max_wait_ms of 0 (do not wait) is stored as 1. Endpoint.Validate checks
+// the ranges.
+func (b batchRequest) apply(c *endpoint.BatchConfig) (*endpoint.BatchConfig, error) {
+	var out endpoint.BatchConfig
+	if c != nil {
+		out = *c
+	}
+	if b.MaxEvents != nil {
+		if *b.MaxEvents == 0 {
+			return nil, &endpoint.ValidationError{Field: "batch.max_events", Reason: fmt.Sprintf("must be between 1 and %d", endpoint.MaxBatchEvents)}
+		}
+		out.MaxEvents = *b.MaxEvents
+	}
+	if b.MaxBytes != nil {
+		if *b.MaxBytes == 0 {
+			return nil, &endpoint.ValidationError{Field: "batch.max_bytes", Reason: fmt.Sprintf("must be between %d and %d", endpoint.MinBatchBytes, endpoint.MaxBatchBytes)}
+		}
+		out.MaxBytes = *b.MaxBytes
+	}
+	if b.MaxWaitMS != nil {
+		out.MaxWaitMS = *b.MaxWaitMS
+		if out.MaxWaitMS == 0 {
+			out.MaxWaitMS = 1 // do not wait; a stored 0 would read as the default
+		}
+	}
+	return &out, nil
 }
 
 func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
@@ -86,12 +172,15 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadStrict(w, r, s.maxBody, &req) {
 		return
 	}
-	e := req.endpoint("ep_"+s.newID(), s.now().UTC())
-	if err := e.Validate(); err != nil {
+	e, err := req.endpoint("ep_"+s.newID(), s.now().UTC())
+	if err == nil {
+		err = e.Validate()
+	}
+	if err != nil {
 		httpjson.Invalid(w, err)
 		return
 	}
-	if e.Pull() && !s.createFeed(w, r, e.ID) {
+	if e.Ordered() && !s.createFeed(w, r, e.ID) {
 		return
 	}
 	if _, exists := s.endpoints.Get(e.ID); exists {
@@ -109,11 +198,12 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusCreated, out)
 }
 
-// createFeed makes a new pull endpoint's feed before the endpoint is
-// stored, so that its consumer can read (an empty feed) at once.
+// createFeed makes the feed topic of a new pull or batch endpoint before
+// the endpoint is stored: a pull endpoint's consumer can read (an empty
+// feed) at once, and a batch endpoint's deliveries pass through it.
 func (s *Server) createFeed(w http.ResponseWriter, r *http.Request, id string) bool {
 	if s.feeds == nil {
-		httpjson.Error(w, http.StatusNotImplemented, "this instance serves no feeds, so it cannot create pull endpoints")
+		httpjson.Error(w, http.StatusNotImplemented, "this instance serves no feeds, so it cannot create pull or batch endpoints")
 		return false
 	}
 	if err := s.feeds.Create(r.Context(), id); err != nil {
@@ -190,6 +280,8 @@ type patchRequest struct {
 	Payload        optional[string]   `json:"payload"`
 	Status         optional[string]   `json:"status"`
 	Mode           optional[string]   `json:"mode"`
+	// Batch changes the given sizes of a batch endpoint; see parseBatch.
+	Batch optional[json.RawMessage] `json:"batch"`
 }
 
 // apply changes e as the patch says. Null clears event_types (every type);
@@ -208,7 +300,7 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 	for _, f := range []struct {
 		name string
 		null bool
-	}{{"url", p.URL.Null}, {"max_concurrency", p.MaxConcurrency.Null}, {"payload", p.Payload.Null}, {"status", p.Status.Null}} {
+	}{{"url", p.URL.Null}, {"max_concurrency", p.MaxConcurrency.Null}, {"payload", p.Payload.Null}, {"status", p.Status.Null}, {"batch", p.Batch.Null}} {
 		if f.null {
 			return &endpoint.ValidationError{Field: f.name, Reason: "must not be null"}
 		}
@@ -229,6 +321,18 @@ func (p *patchRequest) apply(e *endpoint.Endpoint) error {
 		e.Status = p.Status.Value
 		if e.Status == endpoint.StatusActive {
 			e.DisabledReason = "" // re-enabled: the old reason no longer holds
+		}
+	}
+	if p.Batch.Set {
+		if !e.Batched() {
+			return &endpoint.ValidationError{Field: "batch", Reason: `is only for endpoints of mode "batch"`}
+		}
+		b, err := parseBatch(p.Batch.Value)
+		if err != nil {
+			return err
+		}
+		if e.Batch, err = b.apply(e.Batch); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -307,11 +411,11 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())
 		return
 	}
-	if e.Pull() && s.feeds != nil {
+	if e.Ordered() && s.feeds != nil {
 		// The endpoint is gone either way; a feed left behind only takes
 		// space until its retention, and the log says which.
 		if err := s.feeds.Delete(r.Context(), id); err != nil {
-			s.logger.WarnContext(r.Context(), "api: deleting a pull endpoint's feed failed", "endpoint_id", id, "error", err)
+			s.logger.WarnContext(r.Context(), "api: deleting an endpoint's feed failed", "endpoint_id", id, "mode", e.Mode, "error", err)
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,4 +394,212 @@ func TestPauseAndResume(t *testing.T) {
 		}
 	}
 	wantStatus(t, h.do("POST", "/v1/endpoints/ep_missing/pause", ""), http.StatusNotFound)
+}
+
+// batchFeeds records which feed topics the API creates and deletes.
+type batchFeeds struct {
+	specFeeds
+	mu               sync.Mutex
+	created, deleted []string
+}
+
+func (f *batchFeeds) Create(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.created = append(f.created, id)
+	return nil
+}
+
+func (f *batchFeeds) Delete(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+
+func (f *batchFeeds) calls() (created, deleted []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.created), slices.Clone(f.deleted)
+}
+
+// A batch endpoint shows its batch sizes in effect, the defaults filled
+// in, and stores only the ones given; max_wait_ms 0 (do not wait) is kept
+// as 1, since a stored 0 reads as the default. Its feed topic, which its
+// deliveries pass through, is made before it is stored and deleted with
+// it. Other endpoints show no batch.
+func TestCreateBatchEndpoint(t *testing.T) {
+	feeds := &batchFeeds{}
+	h := newHarness(t, func(c *Config) { c.Feeds = feeds })
+	batchOf := func(r response) any {
+		t.Helper()
+		wantStatus(t, r, http.StatusCreated)
+		got := r.json(t)
+		if got["mode"] != "batch" {
+			t.Fatalf("mode = %v, want batch; body %s", got["mode"], r.body)
+		}
+		return got["batch"]
+	}
+	sizes := func(events, bytes, waitMS float64) map[string]any {
+		return map[string]any{"max_events": events, "max_bytes": bytes, "max_wait_ms": waitMS}
+	}
+
+	got := batchOf(h.do("POST", "/v1/endpoints", `{"tenant":"acme","mode":"batch","url":"https://example.com/batches"}`))
+	if want := sizes(100, 1<<20, 1000); !reflect.DeepEqual(got, want) {
+		t.Fatalf("default batch = %v, want %v", got, want)
+	}
+	if e, _ := h.store.Get("ep_1"); !e.Batched() || e.Batch != nil || e.URL != "https://example.com/batches" {
+		t.Fatalf("stored %+v, want a batch endpoint without sizes (the defaults)", e)
+	}
+	got = batchOf(h.do("POST", "/v1/endpoints", `{"tenant":"acme","mode":"batch","url":"https://example.com/b","batch":{"max_events":50,"max_bytes":2048,"max_wait_ms":0}}`))
+	if want := sizes(50, 2048, 1); !reflect.DeepEqual(got, want) {
+		t.Fatalf("given batch = %v, want %v", got, want)
+	}
+	if e, _ := h.store.Get("ep_2"); !reflect.DeepEqual(e.Batch, &endpoint.BatchConfig{MaxEvents: 50, MaxBytes: 2048, MaxWaitMS: 1}) {
+		t.Fatalf("stored batch %+v", e.Batch)
+	}
+	got = batchOf(h.do("POST", "/v1/endpoints", `{"tenant":"acme","mode":"batch","url":"https://example.com/b","batch":{"max_wait_ms":250}}`))
+	if want := sizes(100, 1<<20, 250); !reflect.DeepEqual(got, want) {
+		t.Fatalf("partial batch = %v, want %v", got, want)
+	}
+	wantStatus(t, h.do("POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/push"}`), http.StatusCreated)
+
+	r := h.do("GET", "/v1/endpoints/ep_2", "")
+	wantStatus(t, r, http.StatusOK)
+	if got := r.json(t)["batch"]; !reflect.DeepEqual(got, sizes(50, 2048, 1)) {
+		t.Fatalf("GET batch = %v", got)
+	}
+	var list struct{ Data []map[string]any }
+	if err := json.Unmarshal(h.do("GET", "/v1/endpoints", "").body, &list); err != nil || len(list.Data) != 4 {
+		t.Fatalf("list %+v: %v", list, err)
+	}
+	for _, e := range list.Data {
+		if _, has := e["batch"]; has != (e["mode"] == "batch") {
+			t.Errorf("%v (mode %v) shows batch %v", e["id"], e["mode"], e["batch"])
+		}
+	}
+
+	wantStatus(t, h.do("DELETE", "/v1/endpoints/ep_1", ""), http.StatusNoContent)
+	wantStatus(t, h.do("DELETE", "/v1/endpoints/ep_4", ""), http.StatusNoContent)
+	created, deleted := feeds.calls()
+	if !slices.Equal(created, []string{"ep_1", "ep_2", "ep_3"}) || !slices.Equal(deleted, []string{"ep_1"}) {
+		t.Fatalf("feeds created %v and deleted %v, want the batch endpoints' only", created, deleted)
+	}
+
+	// Without feeds an instance cannot make the topic, so it refuses.
+	bare := newHarness(t, nil)
+	wantStatus(t, bare.do("POST", "/v1/endpoints", `{"tenant":"acme","mode":"batch","url":"https://example.com/b"}`), http.StatusNotImplemented)
+	if bare.store.len() != 0 {
+		t.Fatal("a batch endpoint without a feed was stored")
+	}
+}
+
+// wantRefused checks a 400 whose error names field, first and in field.
+func wantRefused(t *testing.T, r response, field string) {
+	t.Helper()
+	wantStatus(t, r, http.StatusBadRequest)
+	got := r.json(t)
+	if got["field"] != field {
+		t.Fatalf("field = %v, want %s; body %s", got["field"], field, r.body)
+	}
+	if msg, _ := got["error"].(string); !strings.HasPrefix(msg, field+": ") {
+		t.Fatalf("error %q does not start with %s", msg, field)
+	}
+}
+
+func TestCreateBatchEndpointValidation(t *testing.T) {
+	const target = `"tenant":"acme","mode":"batch","url":"https://example.com/b"`
+	cases := []struct {
+		name, body, field string
+	}{
+		{"max_events 0", `{` + target + `,"batch":{"max_events":0}}`, "batch.max_events"},
+		{"max_events -1", `{` + target + `,"batch":{"max_events":-1}}`, "batch.max_events"},
+		{"max_events 1001", `{` + target + `,"batch":{"max_events":1001}}`, "batch.max_events"},
+		{"max_events a string", `{` + target + `,"batch":{"max_events":"5"}}`, "batch.max_events"},
+		{"max_events a fraction", `{` + target + `,"batch":{"max_events":1.5}}`, "batch.max_events"},
+		{"max_bytes 0", `{` + target + `,"batch":{"max_bytes":0}}`, "batch.max_bytes"},
+		{"max_bytes 1023", `{` + target + `,"batch":{"max_bytes":1023}}`, "batch.max_bytes"},
+		{"max_bytes 16 MiB + 1", `{` + target + `,"batch":{"max_bytes":16777217}}`, "batch.max_bytes"},
+		{"max_wait_ms -1", `{` + target + `,"batch":{"max_wait_ms":-1}}`, "batch.max_wait_ms"},
+		{"max_wait_ms 60001", `{` + target + `,"batch":{"max_wait_ms":60001}}`, "batch.max_wait_ms"},
+		{"unknown batch field", `{` + target + `,"batch":{"max_event":5}}`, "batch.max_event"},
+		{"batch not an object", `{` + target + `,"batch":5}`, "batch"},
+		{"batch an array", `{` + target + `,"batch":[]}`, "batch"},
+		{"batch on a push endpoint", `{"tenant":"acme","url":"https://example.com/b","batch":{"max_events":5}}`, "batch"},
+		{"batch on a pull endpoint", `{"tenant":"acme","mode":"pull","batch":{}}`, "batch"},
+		{"batch without url", `{"tenant":"acme","mode":"batch"}`, "url"},
+		{"unknown mode", `{"tenant":"acme","mode":"stream","url":"https://example.com/b"}`, "mode"},
+	}
+	feeds := &batchFeeds{}
+	h := newHarness(t, func(c *Config) { c.Feeds = feeds })
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { wantRefused(t, h.do("POST", "/v1/endpoints", tc.body), tc.field) })
+	}
+	if created, _ := feeds.calls(); h.store.len() != 0 || len(created) != 0 {
+		t.Fatalf("%d invalid endpoints stored, feeds %v created", h.store.len(), created)
+	}
+}
+
+// PATCH batch changes the sizes given and keeps the others; it is refused
+// for other modes, as null, and with a size out of range, and a refused
+// patch leaves the stored endpoint as it was.
+func TestPatchBatchEndpoint(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Feeds = &batchFeeds{} })
+	wantStatus(t, h.do("POST", "/v1/endpoints", `{"tenant":"acme","mode":"batch","url":"https://example.com/b","batch":{"max_events":50}}`), http.StatusCreated)
+	wantStatus(t, h.do("POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/push"}`), http.StatusCreated)
+	h.clock.advance(time.Minute)
+
+	for _, tc := range []struct {
+		body  string
+		want  endpoint.BatchConfig
+		shown map[string]any
+	}{
+		{`{"batch":{"max_wait_ms":250}}`, endpoint.BatchConfig{MaxEvents: 50, MaxWaitMS: 250},
+			map[string]any{"max_events": float64(50), "max_bytes": float64(1 << 20), "max_wait_ms": float64(250)}},
+		{`{"batch":{"max_bytes":4096,"max_events":1000},"max_concurrency":2}`, endpoint.BatchConfig{MaxEvents: 1000, MaxBytes: 4096, MaxWaitMS: 250},
+			map[string]any{"max_events": float64(1000), "max_bytes": float64(4096), "max_wait_ms": float64(250)}},
+		{`{"batch":{}}`, endpoint.BatchConfig{MaxEvents: 1000, MaxBytes: 4096, MaxWaitMS: 250},
+			map[string]any{"max_events": float64(1000), "max_bytes": float64(4096), "max_wait_ms": float64(250)}},
+		{`{"batch":{"max_wait_ms":0}}`, endpoint.BatchConfig{MaxEvents: 1000, MaxBytes: 4096, MaxWaitMS: 1},
+			map[string]any{"max_events": float64(1000), "max_bytes": float64(4096), "max_wait_ms": float64(1)}},
+	} {
+		r := h.do("PATCH", "/v1/endpoints/ep_1", tc.body)
+		wantStatus(t, r, http.StatusOK)
+		got := r.json(t)
+		if !reflect.DeepEqual(got["batch"], tc.shown) || got["updated_at"] != t0.Add(time.Minute).Format(time.RFC3339) {
+			t.Fatalf("after %s: batch %v updated_at %v, want %v", tc.body, got["batch"], got["updated_at"], tc.shown)
+		}
+		if e, _ := h.store.Get("ep_1"); e.Batch == nil || *e.Batch != tc.want {
+			t.Fatalf("after %s: stored %+v, want %+v", tc.body, e.Batch, tc.want)
+		}
+	}
+	if e, _ := h.store.Get("ep_1"); e.MaxConcurrency != 2 {
+		t.Fatalf("max_concurrency beside batch = %d, want 2", e.MaxConcurrency)
+	}
+
+	before, _ := h.store.Get("ep_1")
+	beforeBatch := *before.Batch // before.Batch is the store's own
+	push, _ := h.store.Get("ep_2")
+	for _, tc := range []struct{ name, id, body, field string }{
+		{"null", "ep_1", `{"batch":null}`, "batch"},
+		{"max_events 0", "ep_1", `{"batch":{"max_events":0}}`, "batch.max_events"},
+		{"max_events 2000", "ep_1", `{"batch":{"max_events":2000}}`, "batch.max_events"},
+		{"max_bytes 10", "ep_1", `{"batch":{"max_bytes":10}}`, "batch.max_bytes"},
+		{"max_wait_ms 1 minute + 1", "ep_1", `{"batch":{"max_wait_ms":60001}}`, "batch.max_wait_ms"},
+		{"unknown batch field", "ep_1", `{"batch":{"maxEvents":5}}`, "batch.maxEvents"},
+		{"batch not an object", "ep_1", `{"batch":"big"}`, "batch"},
+		{"good batch, bad url", "ep_1", `{"batch":{"max_events":5},"url":"ftp://example.com/"}`, "url"},
+		{"mode", "ep_1", `{"mode":"push"}`, "mode"},
+		{"batch on a push endpoint", "ep_2", `{"batch":{"max_events":5}}`, "batch"},
+		{"empty batch on a push endpoint", "ep_2", `{"batch":{}}`, "batch"},
+		{"mode batch on a push endpoint", "ep_2", `{"mode":"batch"}`, "mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantRefused(t, h.do("PATCH", "/v1/endpoints/"+tc.id, tc.body), tc.field) })
+	}
+	if after, _ := h.store.Get("ep_1"); !reflect.DeepEqual(after, before) || *after.Batch != beforeBatch {
+		t.Fatalf("a refused patch changed the batch endpoint:\nbefore %+v %+v\nafter  %+v %+v", before, beforeBatch, after, *after.Batch)
+	}
+	if after, _ := h.store.Get("ep_2"); !reflect.DeepEqual(after, push) {
+		t.Fatalf("a refused patch changed the push endpoint: %+v", after)
+	}
 }

@@ -596,7 +596,8 @@ func (specPanicPublisher) Publish(context.Context, event.Envelope) (int32, int64
 }
 
 // seedSpecEndpoints stores ep_1 (active, mid-rotation), ep_2 (disabled and
-// paused), ep_3 (another tenant, every type) and ep_off (disabled, left so).
+// paused), ep_3 (another tenant, every type), ep_off (disabled, left so),
+// ep_pull (a pull endpoint) and ep_batch (a batch endpoint).
 func seedSpecEndpoints(s *fakeStore) {
 	second := "whsec_" + strings.Repeat("QUJD", 8) // base64 of 24 bytes
 	for _, e := range []endpoint.Endpoint{
@@ -610,6 +611,8 @@ func seedSpecEndpoints(s *fakeStore) {
 			Status: endpoint.StatusDisabled},
 		{ID: "ep_pull", Tenant: "acme", Mode: endpoint.ModePull, MaxConcurrency: 4, Secrets: []endpoint.Secret{{Value: validSecret}},
 			Status: endpoint.StatusActive, FeedTokens: []endpoint.FeedToken{specFeedTokenStored}},
+		{ID: "ep_batch", Tenant: "acme", URL: "https://example.com/batches", Mode: endpoint.ModeBatch, Batch: &endpoint.BatchConfig{MaxEvents: 500},
+			MaxConcurrency: 4, Secrets: []endpoint.Secret{{Value: validSecret}}, Status: endpoint.StatusActive},
 	} {
 		e.CreatedAt, e.UpdatedAt = t0.Add(-time.Hour), t0.Add(-time.Minute)
 		_ = s.Put(context.Background(), e)
@@ -915,10 +918,26 @@ var specCalls = []specCall{
 	// Pull endpoints and their feeds.
 	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"pull"}`, want: 201},
 	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"pull","url":"https://example.com"}`, want: 400, field: "url"},
-	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com"}`, want: 400, field: "mode", invalid: true},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"stream","url":"https://example.com"}`, want: 400, field: "mode", invalid: true},
 	{mode: "bare", method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"pull"}`, want: 501},
 	{method: "PATCH", path: "/v1/endpoints/ep_pull", body: `{"mode":"push"}`, want: 400, field: "mode"},
 	{method: "GET", path: "/v1/endpoints/ep_pull", want: 200},
+
+	// Batch endpoints.
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com"}`, want: 201},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com","batch":{"max_events":250,"max_bytes":65536,"max_wait_ms":0}}`, want: 201},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com","batch":{"max_events":0}}`, want: 400, field: "batch.max_events", invalid: true},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com","batch":{"max_events":1001}}`, want: 400, field: "batch.max_events", invalid: true},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com","batch":{"max_event":5}}`, want: 400, field: "batch.max_event", invalid: true},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","url":"https://example.com","batch":{"max_events":5}}`, want: 400, field: "batch"},
+	{method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch"}`, want: 400, field: "url"},
+	{mode: "bare", method: "POST", path: "/v1/endpoints", body: `{"tenant":"acme","mode":"batch","url":"https://example.com"}`, want: 501},
+	{method: "GET", path: "/v1/endpoints/ep_batch", want: 200},
+	{method: "PATCH", path: "/v1/endpoints/ep_batch", body: `{"batch":{"max_wait_ms":250}}`, want: 200},
+	{method: "PATCH", path: "/v1/endpoints/ep_batch", body: `{"batch":{"max_bytes":512}}`, want: 400, field: "batch.max_bytes", invalid: true},
+	{method: "PATCH", path: "/v1/endpoints/ep_batch", body: `{"batch":null}`, want: 400, field: "batch", invalid: true},
+	{method: "PATCH", path: "/v1/endpoints/ep_batch", body: `{"mode":"push"}`, want: 400, field: "mode"},
+	{method: "PATCH", path: "/v1/endpoints/ep_1", body: `{"batch":{"max_events":5}}`, want: 400, field: "batch"},
 
 	{method: "POST", path: "/v1/endpoints/ep_pull/feed-tokens", want: 201},
 	{method: "POST", path: "/v1/endpoints/ep_1/feed-tokens", want: 409},
@@ -1085,39 +1104,50 @@ func TestOpenAPIErrorsMatchErrorSchema(t *testing.T) {
 	}
 }
 
-// TestOpenAPIWebhookMatchesRealDeliveries sends deliveries with the real
-// sender and signer and validates what a receiver gets against the
-// spec's webhooks.event.
-func TestOpenAPIWebhookMatchesRealDeliveries(t *testing.T) {
+// capturedDelivery is what a receiver got.
+type capturedDelivery struct {
+	method string
+	header http.Header
+	body   []byte
+}
+
+// webhookCheck starts a receiver for the spec's webhooks[name]. send
+// POSTs a body to it with the real sender and signer (two secrets, as
+// during a rotation: two signatures) and returns what it got; validate
+// checks a delivery against the webhook.
+func webhookCheck(t *testing.T, name string) (send func(msgID string, body []byte) capturedDelivery, validate func(capturedDelivery) error) {
+	t.Helper()
 	doc := loadOpenAPI(t, true)
-	item := doc.Webhooks["event"]
+	item := doc.Webhooks[name]
 	if item == nil || item.Post == nil {
-		t.Fatal("webhooks.event.post is missing")
+		t.Fatalf("webhooks.%s.post is missing", name)
 	}
-	type captured struct {
-		method string
-		header http.Header
-		body   []byte
-	}
-	got := make(chan captured, 1)
+	got := make(chan capturedDelivery, 1)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		got <- captured{r.Method, r.Header.Clone(), b}
+		got <- capturedDelivery{r.Method, r.Header.Clone(), b}
 		w.WriteHeader(http.StatusNoContent)
 	}))
-	defer recv.Close()
+	t.Cleanup(recv.Close)
 	sender, err := deliver.NewSender(deliver.Config{AllowTargets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sender.Close()
-	// Two secrets, as during a rotation: two signatures.
+	t.Cleanup(sender.Close)
 	signer, err := signing.NewSigner([]string{validSecret, endpoint.NewSecret()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	send = func(msgID string, body []byte) capturedDelivery {
+		t.Helper()
+		res := sender.Send(context.Background(), deliver.Request{URL: recv.URL + "/hooks", MsgID: msgID, Body: body, Signer: signer})
+		if res.Err != nil {
+			t.Fatalf("delivery failed: %v", res.Err)
+		}
+		return <-got
+	}
 	route := &routers.Route{Spec: doc, Path: "/hooks", PathItem: item, Method: http.MethodPost, Operation: item.Post}
-	validate := func(c captured) error {
+	validate = func(c capturedDelivery) error {
 		req := httptest.NewRequest(c.method, recv.URL+"/hooks", bytes.NewReader(c.body))
 		req.Header = c.header
 		in := &openapi3filter.RequestValidationInput{Request: req, Route: route, Options: specOptions()}
@@ -1129,6 +1159,14 @@ func TestOpenAPIWebhookMatchesRealDeliveries(t *testing.T) {
 			Body: io.NopCloser(strings.NewReader("")), Options: specOptions(),
 		})
 	}
+	return send, validate
+}
+
+// TestOpenAPIWebhookMatchesRealDeliveries sends deliveries with the real
+// sender and signer and validates what a receiver gets against the
+// spec's webhooks.event.
+func TestOpenAPIWebhookMatchesRealDeliveries(t *testing.T) {
+	send, validate := webhookCheck(t, "event")
 	for _, env := range []event.Envelope{
 		{ID: "0b4f2f0e-6e0b-4c8e-9a53-2b1f9d6c7a10", Type: "order.updated", Tenant: "acme", Entity: "order:123",
 			Revision: 17, Coalesce: true, OccurredAt: t0, Data: json.RawMessage(`{"status":"paid"}`)},
@@ -1139,17 +1177,13 @@ func TestOpenAPIWebhookMatchesRealDeliveries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := sender.Send(context.Background(), deliver.Request{URL: recv.URL + "/hooks", MsgID: env.ID, Body: body, Signer: signer})
-		if res.Err != nil {
-			t.Fatalf("delivery failed: %v", res.Err)
-		}
-		c := <-got
+		c := send(env.ID, body)
 		if err := validate(c); err != nil {
 			t.Errorf("delivery of %s does not match webhooks.event: %v\nheaders %v\nbody %s", env.ID, err, c.header, c.body)
 		}
 		// The check has teeth: without a signature, or without the entity,
 		// the same delivery is refused.
-		unsigned := captured{c.method, c.header.Clone(), c.body}
+		unsigned := capturedDelivery{c.method, c.header.Clone(), c.body}
 		unsigned.header.Del(signing.HeaderSignature)
 		if validate(unsigned) == nil {
 			t.Error("a delivery without webhook-signature passes the spec")
@@ -1158,8 +1192,61 @@ func TestOpenAPIWebhookMatchesRealDeliveries(t *testing.T) {
 		_ = json.Unmarshal(c.body, &payload)
 		delete(payload, "entity")
 		stripped, _ := json.Marshal(payload)
-		if validate(captured{c.method, c.header, stripped}) == nil {
+		if validate(capturedDelivery{c.method, c.header, stripped}) == nil {
 			t.Error("a payload without entity passes the spec")
+		}
+	}
+}
+
+// TestOpenAPIBatchWebhook validates a batch delivery against the spec's
+// webhooks.batch: events rendered by the real delivery code (full and
+// thin), each with its sequence first as in a feed, in the documented
+// {"batch":[…]} body, signed and sent by the real signer and sender.
+func TestOpenAPIBatchWebhook(t *testing.T) {
+	send, validate := webhookCheck(t, "batch")
+	var items [][]byte
+	for i, env := range []event.Envelope{
+		{ID: "0b4f2f0e-6e0b-4c8e-9a53-2b1f9d6c7a10", Type: "order.updated", Tenant: "acme", Entity: "order:123",
+			Revision: 17, Coalesce: true, OccurredAt: t0, Data: json.RawMessage(`{"status":"paid"}`)},
+		{ID: "ev-no-data", Type: "order.created", Tenant: "acme", Entity: "order:124", OccurredAt: t0},
+		{ID: "ev-thin", Type: "order.updated", Tenant: "acme", Entity: "order:125", Revision: 2, OccurredAt: t0, Data: json.RawMessage(`{"n":1}`)},
+	} {
+		d := event.NewDelivery(env, "ep_batch", t0)
+		payload, err := d.Render(env.ID == "ev-thin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		item := append([]byte(`{"sequence":`+strconv.Itoa(41+i)+`,`), payload[1:]...)
+		items = append(items, item)
+	}
+	batch := func(items ...[]byte) []byte {
+		return append(append([]byte(`{"batch":[`), bytes.Join(items, []byte(","))...), ']', '}')
+	}
+	c := send("batch-41-43", batch(items...))
+	if err := validate(c); err != nil {
+		t.Fatalf("a batch delivery does not match webhooks.batch: %v\nheaders %v\nbody %s", err, c.header, c.body)
+	}
+	var parsed struct{ Batch []map[string]any }
+	if err := json.Unmarshal(c.body, &parsed); err != nil || len(parsed.Batch) != 3 || parsed.Batch[2]["sequence"] != float64(43) {
+		t.Fatalf("the batch built is not the documented body: %s (%v)", c.body, err)
+	}
+	if _, thin := parsed.Batch[2]["data"]; thin {
+		t.Fatalf("the thin event carries data: %s", c.body)
+	}
+
+	// The check has teeth: an unsigned batch, an empty one, a bare event
+	// and an event without its sequence are refused.
+	unsigned := capturedDelivery{c.method, c.header.Clone(), c.body}
+	unsigned.header.Del(signing.HeaderSignature)
+	noSequence := append([]byte(`{`), items[0][bytes.IndexByte(items[0], ',')+1:]...)
+	for name, bad := range map[string]capturedDelivery{
+		"unsigned":         unsigned,
+		"empty":            {c.method, c.header, batch()},
+		"a bare event":     {c.method, c.header, items[0]},
+		"without sequence": {c.method, c.header, batch(noSequence)},
+	} {
+		if validate(bad) == nil {
+			t.Errorf("a batch %s passes the spec: %s", name, bad.body)
 		}
 	}
 }
