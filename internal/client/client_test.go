@@ -183,3 +183,43 @@ func TestPullEndpointModeAndFeedPosition(t *testing.T) {
 		t.Errorf("endpoint mode %q feed %+v, want pull %+v", ep.Mode, ep.Feed, want)
 	}
 }
+
+// A batch endpoint's sizes go in the create and update bodies, only the
+// non-zero ones, and come back on the endpoint.
+func TestBatchEndpointBodies(t *testing.T) {
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		_, _ = w.Write([]byte(`{"id":"ep_1","tenant":"acme","url":"https://x","mode":"batch","batch":{"max_events":50,"max_bytes":1048576,"max_wait_ms":1000}}`))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "admin")
+	ctx := context.Background()
+	ep, err := c.CreateEndpoint(ctx, NewEndpoint{Tenant: "acme", URL: "https://x", Mode: ModeBatch, Batch: &BatchConfig{MaxEvents: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (BatchConfig{MaxEvents: 50, MaxBytes: 1 << 20, MaxWaitMS: 1000}); ep.Mode != ModeBatch || ep.Batch == nil || *ep.Batch != want {
+		t.Errorf("endpoint mode %q batch %+v, want batch %+v", ep.Mode, ep.Batch, want)
+	}
+	if _, err := c.UpdateEndpoint(ctx, "ep_1", EndpointUpdate{Batch: &BatchConfig{MaxWaitMS: 250}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateEndpoint(ctx, NewEndpoint{Tenant: "acme", URL: "https://x"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"tenant":"acme","url":"https://x","mode":"batch","batch":{"max_events":50}}`,
+		`{"batch":{"max_wait_ms":250}}`,
+		`{"tenant":"acme","url":"https://x"}`,
+	}
+	if len(bodies) != len(want) {
+		t.Fatalf("bodies %q, want %q", bodies, want)
+	}
+	for i := range want {
+		if bodies[i] != want[i] {
+			t.Errorf("body %d = %s, want %s", i, bodies[i], want[i])
+		}
+	}
+}

@@ -10,15 +10,17 @@ import (
 )
 
 // Endpoint modes: a push endpoint is POSTed its deliveries, a pull
-// endpoint's consumer reads them from its feed.
+// endpoint's consumer reads them from its feed, and a batch endpoint is
+// POSTed them in batches, in one order for the whole endpoint.
 const (
-	ModePush = "push"
-	ModePull = "pull"
+	ModePush  = "push"
+	ModePull  = "pull"
+	ModeBatch = "batch"
 )
 
 // Endpoint is an endpoint as the API shows it. Secret is set only in the
 // response to CreateEndpoint; Health in GET responses, and Feed in GET
-// responses for a pull endpoint.
+// responses for a pull endpoint. Batch is set for a batch endpoint.
 type Endpoint struct {
 	ID             string          `json:"id"`
 	Tenant         string          `json:"tenant"`
@@ -33,11 +35,22 @@ type Endpoint struct {
 	CreatedAt      time.Time       `json:"created_at"`
 	UpdatedAt      time.Time       `json:"updated_at"`
 	Secret         string          `json:"secret,omitempty"`
+	Batch          *BatchConfig    `json:"batch,omitempty"`
 	Health         *EndpointHealth `json:"health,omitempty"`
 	Feed           *FeedPosition   `json:"feed,omitempty"`
 
 	// Raw is the API's JSON for this endpoint (top-level responses only).
 	Raw json.RawMessage `json:"-"`
+}
+
+// BatchConfig sizes a batch endpoint's batches. An Endpoint shows every
+// size in effect, the defaults filled in. In NewEndpoint a zero size takes
+// the server's default (100 events, 1 MiB, 1000 ms); in EndpointUpdate it
+// is left unchanged. MaxWaitMS 1 sends a batch without waiting for more.
+type BatchConfig struct {
+	MaxEvents int   `json:"max_events,omitempty"` // 1 to 1000
+	MaxBytes  int   `json:"max_bytes,omitempty"`  // 1 KiB to 16 MiB
+	MaxWaitMS int64 `json:"max_wait_ms,omitempty"`
 }
 
 // EndpointHealth is an endpoint's live delivery state.
@@ -110,25 +123,29 @@ type EndpointList struct {
 
 // NewEndpoint is the body of POST /v1/endpoints. Zero MaxConcurrency and
 // empty Secret take the server's defaults; empty EventTypes means every type.
-// A pull endpoint (Mode ModePull) has no URL.
+// A pull endpoint (Mode ModePull) has no URL. Batch is for a batch endpoint
+// (Mode ModeBatch) only; nil takes the default sizes.
 type NewEndpoint struct {
-	Tenant         string   `json:"tenant"`
-	URL            string   `json:"url,omitempty"`
-	Mode           string   `json:"mode,omitempty"` // ModePush (default) or ModePull
-	EventTypes     []string `json:"event_types,omitempty"`
-	MaxConcurrency int      `json:"max_concurrency,omitempty"`
-	Payload        string   `json:"payload,omitempty"` // "full" (default) or "thin"
-	Secret         string   `json:"secret,omitempty"`
+	Tenant         string       `json:"tenant"`
+	URL            string       `json:"url,omitempty"`
+	Mode           string       `json:"mode,omitempty"` // ModePush (default), ModePull or ModeBatch
+	EventTypes     []string     `json:"event_types,omitempty"`
+	MaxConcurrency int          `json:"max_concurrency,omitempty"`
+	Payload        string       `json:"payload,omitempty"` // "full" (default) or "thin"
+	Secret         string       `json:"secret,omitempty"`
+	Batch          *BatchConfig `json:"batch,omitempty"`
 }
 
 // EndpointUpdate is the body of PATCH /v1/endpoints/{id}: nil fields are left
-// unchanged. A non-nil, empty EventTypes subscribes to every type.
+// unchanged. A non-nil, empty EventTypes subscribes to every type. Batch
+// changes a batch endpoint's non-zero sizes only.
 type EndpointUpdate struct {
-	URL            *string   `json:"url,omitempty"`
-	EventTypes     *[]string `json:"event_types,omitempty"`
-	MaxConcurrency *int      `json:"max_concurrency,omitempty"`
-	Payload        *string   `json:"payload,omitempty"`
-	Status         *string   `json:"status,omitempty"`
+	URL            *string      `json:"url,omitempty"`
+	EventTypes     *[]string    `json:"event_types,omitempty"`
+	MaxConcurrency *int         `json:"max_concurrency,omitempty"`
+	Payload        *string      `json:"payload,omitempty"`
+	Status         *string      `json:"status,omitempty"`
+	Batch          *BatchConfig `json:"batch,omitempty"`
 }
 
 // ListEndpointsOptions filters and orders GET /v1/endpoints.
