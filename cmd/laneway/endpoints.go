@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/laneway/laneway/internal/client"
 )
@@ -18,6 +19,7 @@ func endpointsGroup() *group {
 			tenant, url, mode, secret, payload string
 			types                              commaList
 			maxConcurrency                     int
+			batch                              batchFlags
 		}
 		list struct {
 			tenant, sort string
@@ -27,6 +29,7 @@ func endpointsGroup() *group {
 			url, status, payload optionalString
 			types                commaList
 			maxConcurrency       optionalInt
+			batch                batchFlags
 		}
 		rotate struct {
 			secret  string
@@ -38,26 +41,36 @@ func endpointsGroup() *group {
 		about: "Manage the endpoints Laneway delivers to.",
 		cmds: append([]*command{
 			{
-				name: "endpoints create", synopsis: "endpoints create --tenant T (--url URL | --mode pull) [flags]", args: 0,
-				about: `Create an endpoint: push (deliveries POSTed to --url) or pull (--mode pull: a feed to read).
-The answer shows the signing secret, the only time it is shown unasked. A pull endpoint's consumer
-reads its feed with a consumer token (laneway endpoints feed-tokens create).`,
+				name: "endpoints create", synopsis: "endpoints create --tenant T (--url URL [--mode batch] | --mode pull) [flags]", args: 0,
+				about: `Create an endpoint: push (deliveries POSTed to --url), pull (--mode pull: a feed to read) or
+batch (--mode batch: deliveries POSTed to --url in signed batches, one at a time, in one order for
+the whole endpoint, sized by the --batch-* flags). The answer shows the signing secret, the only
+time it is shown unasked. A pull endpoint's consumer reads its feed with a consumer token
+(laneway endpoints feed-tokens create).`,
 				flags: func(fs *flag.FlagSet) {
 					fs.StringVar(&create.tenant, "tenant", "", "tenant whose events the endpoint receives (required)")
 					fs.StringVar(&create.url, "url", "", "URL deliveries are POSTed to (required unless --mode pull, which takes none)")
-					fs.StringVar(&create.mode, "mode", "", `"push" (default: POST to --url) or "pull" (a feed its consumer reads; fixed once created)`)
+					fs.StringVar(&create.mode, "mode", "", `"push" (default: POST to --url), "pull" (a feed its consumer reads) or "batch" (POST batches to --url); fixed once created`)
 					fs.Var(&create.types, "event-types", "comma-separated event types to receive (default: every type)")
 					fs.IntVar(&create.maxConcurrency, "max-concurrency", 0, "deliveries in flight at most (0: the server's default, 4)")
 					fs.StringVar(&create.secret, "secret", "", "whsec_ signing secret (default: generated)")
 					fs.StringVar(&create.payload, "payload", "", `"full" (default: the event's data) or "thin" (id, type, timestamp and entity only)`)
+					create.batch.bind(fs, false)
 				},
 				run: func(ctx context.Context, c cmdIO, _ []string) error {
 					if err := checkTarget(create.tenant, create.url, create.mode); err != nil {
 						return err
 					}
+					batch, err := create.batch.config()
+					if err != nil {
+						return err
+					}
+					if batch != nil && create.mode != client.ModeBatch {
+						return errors.New("--batch-max-events, --batch-max-bytes and --batch-max-wait are for --mode batch")
+					}
 					ep, err := c.c.CreateEndpoint(ctx, client.NewEndpoint{
 						Tenant: create.tenant, URL: create.url, Mode: create.mode, EventTypes: create.types.values,
-						MaxConcurrency: create.maxConcurrency, Payload: create.payload, Secret: create.secret,
+						MaxConcurrency: create.maxConcurrency, Payload: create.payload, Secret: create.secret, Batch: batch,
 					})
 					if err != nil {
 						return err
@@ -126,14 +139,15 @@ reads its feed with a consumer token (laneway endpoints feed-tokens create).`,
 				},
 			},
 			{
-				name: "endpoints update", synopsis: "endpoints update <id> [--url U] [--max-concurrency N] [--event-types a,b] [--payload full|thin] [--status active|disabled]", args: 1,
-				about: "Change an endpoint; only the flags given change. Concurrency changes apply live.",
+				name: "endpoints update", synopsis: "endpoints update <id> [--url U] [--max-concurrency N] [--event-types a,b] [--payload full|thin] [--status active|disabled] [--batch-max-events N] [--batch-max-bytes N] [--batch-max-wait D]", args: 1,
+				about: "Change an endpoint; only the flags given change. Concurrency and batch size changes apply live.",
 				flags: func(fs *flag.FlagSet) {
 					fs.Var(&update.url, "url", "new URL")
 					fs.Var(&update.maxConcurrency, "max-concurrency", "new concurrency limit")
 					fs.Var(&update.types, "event-types", `comma-separated event types ("" subscribes to every type)`)
 					fs.Var(&update.status, "status", "active or disabled (re-enabling clears the disabled reason)")
 					fs.Var(&update.payload, "payload", "full or thin")
+					update.batch.bind(fs, true)
 				},
 				run: func(ctx context.Context, c cmdIO, args []string) error {
 					var u client.EndpointUpdate
@@ -152,8 +166,12 @@ reads its feed with a consumer token (laneway endpoints feed-tokens create).`,
 					if update.payload.set {
 						u.Payload = &update.payload.s
 					}
+					var err error
+					if u.Batch, err = update.batch.config(); err != nil {
+						return err
+					}
 					if u == (client.EndpointUpdate{}) {
-						return errors.New("nothing to change: give --url, --max-concurrency, --event-types, --payload or --status")
+						return errors.New("nothing to change: give --url, --max-concurrency, --event-types, --payload, --status or --batch-max-events, --batch-max-bytes, --batch-max-wait")
 					}
 					ep, err := c.c.UpdateEndpoint(ctx, args[0], u)
 					return showEndpoint(c, ep, err)
@@ -217,13 +235,17 @@ reads its feed with a consumer token (laneway endpoints feed-tokens create).`,
 	}
 }
 
-// checkTarget refuses what the API would: a push endpoint needs a URL, a
-// pull endpoint has none.
+// checkTarget refuses what the API would: a push or batch endpoint needs a
+// URL, a pull endpoint has none.
 func checkTarget(tenant, url, mode string) error {
 	switch mode {
 	case "", client.ModePush:
 		if tenant == "" || url == "" {
 			return errors.New("--tenant and --url are required (or --mode pull, which takes no --url)")
+		}
+	case client.ModeBatch:
+		if tenant == "" || url == "" {
+			return errors.New("--tenant and --url are required: a batch endpoint's batches are POSTed to --url")
 		}
 	case client.ModePull:
 		if tenant == "" {
@@ -233,9 +255,57 @@ func checkTarget(tenant, url, mode string) error {
 			return errors.New("--url cannot be given with --mode pull: a pull endpoint's consumer reads its feed (laneway feed tail)")
 		}
 	default:
-		return fmt.Errorf("--mode must be push or pull, not %q", mode)
+		return fmt.Errorf("--mode must be push, pull or batch, not %q", mode)
 	}
 	return nil
+}
+
+// batchFlags are the --batch-* flags of a batch endpoint's sizes.
+type batchFlags struct {
+	maxEvents, maxBytes optionalInt
+	maxWait             optionalDuration
+}
+
+// bind adds the flags to create's (update false) or update's flag set.
+func (b *batchFlags) bind(fs *flag.FlagSet, update bool) {
+	note := func(def string) string {
+		if update {
+			return " (batch endpoints)"
+		}
+		return " (--mode batch; default " + def + ")"
+	}
+	fs.Var(&b.maxEvents, "batch-max-events", "events in one batch at most, 1 to 1000"+note("100"))
+	fs.Var(&b.maxBytes, "batch-max-bytes", "bytes in one batch's body at most, 1024 to 16777216; a larger event goes alone"+note("1048576, 1 MiB"))
+	fs.Var(&b.maxWait, "batch-max-wait", "how long a batch that is not full waits for more events, at most 1m; 0 does not wait"+note("1s"))
+}
+
+// config returns the sizes given, nil when none is. The API leaves out a
+// size of 0 (the default), so 0 events or bytes is refused here, and a
+// wait of 0 is sent as 1 ms, which the API keeps for "do not wait".
+func (b *batchFlags) config() (*client.BatchConfig, error) {
+	if !b.maxEvents.set && !b.maxBytes.set && !b.maxWait.set {
+		return nil, nil
+	}
+	var c client.BatchConfig
+	if b.maxEvents.set {
+		if b.maxEvents.n < 1 {
+			return nil, errors.New("--batch-max-events must be between 1 and 1000")
+		}
+		c.MaxEvents = b.maxEvents.n
+	}
+	if b.maxBytes.set {
+		if b.maxBytes.n < 1 {
+			return nil, errors.New("--batch-max-bytes must be between 1024 and 16777216")
+		}
+		c.MaxBytes = b.maxBytes.n
+	}
+	if b.maxWait.set {
+		if b.maxWait.d%time.Millisecond != 0 {
+			return nil, fmt.Errorf("--batch-max-wait must be whole milliseconds, not %s", b.maxWait.d)
+		}
+		c.MaxWaitMS = max(b.maxWait.d.Milliseconds(), 1)
+	}
+	return &c, nil
 }
 
 func showEndpoint(c cmdIO, ep client.Endpoint, err error) error {
@@ -281,6 +351,12 @@ func printEndpoint(c cmdIO, e client.Endpoint) error {
 	}
 	if e.Mode != client.ModePull {
 		t.row("url", e.URL)
+	}
+	if b := e.Batch; b != nil {
+		t.row("batch:", "")
+		t.row("  max_events", strconv.Itoa(b.MaxEvents))
+		t.row("  max_bytes", strconv.Itoa(b.MaxBytes))
+		t.row("  max_wait", (time.Duration(b.MaxWaitMS) * time.Millisecond).String())
 	}
 	t.row("event_types", types)
 	t.row("max_concurrency", strconv.Itoa(e.MaxConcurrency))

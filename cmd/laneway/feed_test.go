@@ -108,7 +108,7 @@ func TestEndpointsCreateModePull(t *testing.T) {
 		t.Fatalf("requests %+v, want one POST without url", got)
 	}
 	mustContain(t, cli.fails("endpoints", "create", "--tenant", "acme", "--mode", "pull", "--url", "https://x"), "--url cannot be given with --mode pull")
-	mustContain(t, cli.fails("endpoints", "create", "--tenant", "acme", "--mode", "poll"), `--mode must be push or pull, not "poll"`)
+	mustContain(t, cli.fails("endpoints", "create", "--tenant", "acme", "--mode", "poll"), `--mode must be push, pull or batch, not "poll"`)
 	mustContain(t, cli.fails("endpoints", "create", "--tenant", "acme"), "--url are required")
 	mustContain(t, cli.fails("endpoints", "create", "--mode", "pull"), "--tenant is required")
 	if n := len(f.requests()); n != 1 {
