@@ -128,9 +128,9 @@ func (c FeedConfig) withDefaults() (FeedConfig, error) {
 
 // FeedEvent is one event of a pull endpoint's feed.
 type FeedEvent struct {
-	// Sequence orders the feed: it increases strictly within an
-	// endpoint's feed. A gap is not a loss: a consumer far behind skips
-	// the revisions of coalesced events that newer ones superseded.
+	// Sequence orders the feed: it increases by one from each event to the
+	// next, never repeats and leaves no gap. After a Laneway crash an event
+	// may appear again at a higher sequence under the same ID.
 	Sequence int64 `json:"sequence"`
 	// ID is the event id, the same as a push delivery's webhook-id.
 	ID string `json:"id"`
@@ -205,8 +205,8 @@ func (f *Feed) setCursor(c string) {
 //
 // Run returns ctx.Err() when ctx ends, h's error (wrapped) when h fails, a
 // *CursorExpiredError when the cursor is older than the feed's retention,
-// and a *FeedError that retrying cannot fix: a refused token (401), an
-// unknown endpoint (401 or 404), a push endpoint (409), a refused cursor
+// and a *FeedError that retrying cannot fix: a refused token, which is
+// also the answer for an unknown or push endpoint (401), a refused cursor
 // (400) or a Laneway that serves no feeds (501).
 // After an error, the page being handled is read again by the next Run:
 // delivery is at least once, and h should be idempotent (FeedEvent.ID).

@@ -60,8 +60,7 @@ type Position struct {
 	OldestUnacked time.Time
 }
 
-// Lag is the number of events not yet acknowledged (compacted-away
-// offsets included).
+// Lag is the number of events not yet acknowledged.
 func (p Position) Lag() int64 { return max(0, p.End-max(p.Acked, p.Start)) }
 
 // OldestUnackedAge is how long the oldest unacknowledged event has waited.

@@ -85,7 +85,8 @@ func (r *Reader) Read(ctx context.Context, endpointID string, from int64, limit 
 }
 
 // read fetches from offset until it has limit events or reaches the end.
-// A fetch can cover only compacted-away offsets; it then moves on.
+// A fetch that returned no record but moved on (offsets a record batch
+// covers without a record) is followed by the next.
 func (r *Reader) read(ctx context.Context, topic string, from int64, limit int) (Page, error) {
 	kr := r.reader(topic)
 	page := Page{Next: from}
