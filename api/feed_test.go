@@ -94,3 +94,24 @@ func TestFeedPageShape(t *testing.T) {
 		t.Fatalf("next page %s: want sequence 4", r.body)
 	}
 }
+
+// A feed consumer that falls behind raises its endpoint's oldest pending
+// age, but not the platform's healthy figure: its pace is its own.
+func TestFeedConsumerLagIsNotThePlatformsHealth(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.AdminToken = testToken
+		c.Feeds, c.Health = &specFeeds{}, &specHealth{}
+	})
+	seedSpecEndpoints(h.store)
+	r := h.do("GET", "/v1/endpoints/ep_pull", "")
+	wantStatus(t, r, http.StatusOK)
+	health, _ := r.json(t)["health"].(map[string]any)
+	if age := health["oldest_pending_age_seconds"]; age != float64(60) {
+		t.Fatalf("pull endpoint's oldest pending age %v, want its consumer's 60 s", age)
+	}
+	r = h.do("GET", "/v1/health", "")
+	wantStatus(t, r, http.StatusOK)
+	if got := r.json(t)["healthy_oldest_pending_age_seconds"]; got != float64(0) {
+		t.Fatalf("healthy oldest pending age %v, want 0: the only other endpoint is parked", got)
+	}
+}

@@ -32,6 +32,12 @@ type healthJSON struct {
 	PerMinute               health.PerMinute `json:"per_minute"`
 	Owner                   string           `json:"owner"`
 	UpdatedAt               *time.Time       `json:"updated_at"`
+
+	// laneAge is OldestPendingAgeSeconds of the endpoint's lane alone,
+	// before a feed consumer's or a batch receiver's backlog is added: the
+	// platform's healthy figure reads it, since a consumer's own pace says
+	// nothing about the platform's capacity.
+	laneAge float64
 }
 
 func toHealthJSON(s health.Snapshot, known bool, now time.Time) *healthJSON {
@@ -44,7 +50,7 @@ func toHealthJSON(s health.Snapshot, known bool, now time.Time) *healthJSON {
 		Pending: s.Pending, InFlight: s.InFlight, Parked: s.Parked, ParkedReason: s.ParkedReason,
 		OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), Breaker: s.Breaker,
 		LastError: s.LastError, LastErrorAt: s.LastErrorAt, LastSuccessAt: s.LastSuccessAt,
-		PerMinute: s.PerMinute, Owner: s.Owner, UpdatedAt: &at,
+		PerMinute: s.PerMinute, Owner: s.Owner, UpdatedAt: &at, laneAge: s.OldestPendingAge(now).Seconds(),
 	}
 	if h.Breaker.State == "" {
 		h.Breaker.State = "closed"
@@ -151,8 +157,8 @@ func (p *platformJSON) add(e endpointJSON) {
 	if h.OldestPendingAgeSeconds > p.OldestPendingAgeSeconds {
 		p.OldestPendingAgeSeconds, p.MostBehind = h.OldestPendingAgeSeconds, e.ID
 	}
-	if !e.Paused && !open && h.ParkedReason == "" && h.OldestPendingAgeSeconds > p.HealthyOldestPendingAgeSeconds {
-		p.HealthyOldestPendingAgeSeconds = h.OldestPendingAgeSeconds
+	if !e.Paused && !open && h.ParkedReason == "" && h.laneAge > p.HealthyOldestPendingAgeSeconds {
+		p.HealthyOldestPendingAgeSeconds = h.laneAge
 	}
 }
 
