@@ -411,11 +411,14 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())
 		return
 	}
-	if e.Ordered() && s.feeds != nil {
+	if e.Pull() && s.feeds != nil {
+		// A pull endpoint's feed holds what was delivered to it: it goes
+		// with the endpoint. (A batch endpoint's holds what was not sent
+		// yet: its runner turns that into dead letters, then deletes it.)
 		// The endpoint is gone either way; a feed left behind only takes
 		// space until its retention, and the log says which.
 		if err := s.feeds.Delete(r.Context(), id); err != nil {
-			s.logger.WarnContext(r.Context(), "api: deleting an endpoint's feed failed", "endpoint_id", id, "mode", e.Mode, "error", err)
+			s.logger.WarnContext(r.Context(), "api: deleting a pull endpoint's feed failed", "endpoint_id", id, "error", err)
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -482,8 +482,10 @@ func TestCreateBatchEndpoint(t *testing.T) {
 	wantStatus(t, h.do("DELETE", "/v1/endpoints/ep_1", ""), http.StatusNoContent)
 	wantStatus(t, h.do("DELETE", "/v1/endpoints/ep_4", ""), http.StatusNoContent)
 	created, deleted := feeds.calls()
-	if !slices.Equal(created, []string{"ep_1", "ep_2", "ep_3"}) || !slices.Equal(deleted, []string{"ep_1"}) {
-		t.Fatalf("feeds created %v and deleted %v, want the batch endpoints' only", created, deleted)
+	// A deleted batch endpoint's feed is left to its runner, which turns
+	// what it holds into dead letters before it deletes it.
+	if !slices.Equal(created, []string{"ep_1", "ep_2", "ep_3"}) || len(deleted) != 0 {
+		t.Fatalf("feeds created %v and deleted %v, want the batch endpoints' made and none deleted", created, deleted)
 	}
 
 	// Without feeds an instance cannot make the topic, so it refuses.

@@ -34,7 +34,7 @@ func (s *Server) pullEndpoint(w http.ResponseWriter, r *http.Request) (endpoint.
 	case !ok:
 		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 	case !e.Pull():
-		httpjson.Error(w, http.StatusConflict, "feed tokens belong to pull endpoints (mode \"pull\"); this one is push")
+		httpjson.Error(w, http.StatusConflict, "feed tokens belong to pull endpoints (mode \"pull\"); this one's mode is \""+toJSON(e).Mode+"\"")
 	}
 	// The tokens are changed in place below; the store's copy shares
 	// this backing array.
