@@ -1,0 +1,186 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/signing"
+)
+
+// batchReceiver takes batches: 413 above a body limit, 503 for its first
+// failures, 2xx after; it keeps what it accepted, in order.
+type batchReceiver struct {
+	t        *testing.T
+	srv      *httptest.Server
+	secret   atomic.Value // string
+	limit    atomic.Int64
+	failures atomic.Int64
+
+	changed chan struct{} // a request was answered
+
+	mu       sync.Mutex
+	accepted [][]batchItem
+	tooLarge int
+	bad      int
+}
+
+type batchItem struct {
+	Sequence int64  `json:"sequence"`
+	ID       string `json:"id"`
+	Entity   struct {
+		ID       string `json:"id"`
+		Revision int64  `json:"revision"`
+	} `json:"entity"`
+}
+
+func newBatchReceiver(t *testing.T, limit int64, failures int64) *batchReceiver {
+	r := &batchReceiver{t: t, changed: make(chan struct{}, 1)}
+	r.limit.Store(limit)
+	r.failures.Store(failures)
+	r.secret.Store("")
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *batchReceiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer func() {
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}()
+	if err := signing.Verify(req.Header, body, []string{r.secret.Load().(string)}, time.Minute, time.Now()); err != nil {
+		r.bad++
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if int64(len(body)) > r.limit.Load() {
+		r.tooLarge++
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		return
+	}
+	if r.failures.Add(-1) >= 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	var b struct{ Batch []batchItem }
+	if err := json.Unmarshal(body, &b); err != nil || len(b.Batch) == 0 {
+		r.bad++
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	r.accepted = append(r.accepted, b.Batch)
+}
+
+func (r *batchReceiver) snapshot() (batches [][]batchItem, tooLarge, bad int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]batchItem(nil), r.accepted...), r.tooLarge, r.bad
+}
+
+// A batch endpoint gets its events in signed batches of at most
+// max_events, in one order for the whole endpoint: across failed batches
+// retried whole and a 413 that splits batches down to the one event too
+// large, which is dead-lettered with its sequence and, redriven, comes
+// back under it (issue #17).
+func TestBatchEndpointDeliversInSequenceOrder(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
+		recv := newBatchReceiver(t, 3000, 2)
+		a := startApp(t, b, nil)
+		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
+			"batch": map[string]any{"max_events": 5, "max_wait_ms": 20}})
+		recv.secret.Store(ep.Secret)
+		const events = 40
+		big := 17 // this event alone is above the receiver's limit
+		for i := range events {
+			data := map[string]any{"i": i}
+			if i == big {
+				data["pad"] = strings.Repeat("x", 4000)
+			}
+			code, out := api.do("POST", "/v1/events", map[string]any{"type": "order.updated", "tenant": "acme",
+				"entity": fmt.Sprintf("order:%d", i%3), "revision": i + 1, "data": data})
+			if code != http.StatusAccepted {
+				t.Fatalf("publish: %d %s", code, out)
+			}
+		}
+		letters := waitDeadLetters(t, api, ep.ID, 1)
+		if l := letters[0]; l.Reason != event.ReasonTooLarge || l.Delivery == nil || l.Delivery.Sequence == 0 {
+			t.Fatalf("dead letter %+v: want payload_too_large with its sequence", l)
+		}
+		recv.waitFor(time.Minute, "every other event accepted", func() bool {
+			batches, _, _ := recv.snapshot()
+			n := 0
+			for _, b := range batches {
+				n += len(b)
+			}
+			return n >= events-1
+		})
+		batches, tooLarge, bad := recv.snapshot()
+		if bad > 0 || tooLarge == 0 {
+			t.Fatalf("%d bad requests, %d refused as too large", bad, tooLarge)
+		}
+		checkBatchOrder(t, batches, 5)
+		t.Logf("%d batches accepted, %d refused as too large, 2 failed with 503", len(batches), tooLarge)
+
+		// Redriven with the limit raised, it comes back under its sequence.
+		recv.limit.Store(1 << 20)
+		startRedrive(t, api, ep.ID)
+		want := letters[0].Delivery.Sequence
+		recv.waitFor(time.Minute, "the redriven event", func() bool {
+			batches, _, _ := recv.snapshot()
+			last := batches[len(batches)-1]
+			return last[len(last)-1].Sequence == want
+		})
+	})
+}
+
+// checkBatchOrder checks batch sizes and that sequences first accepted
+// rise across every batch.
+func checkBatchOrder(t *testing.T, batches [][]batchItem, maxEvents int) {
+	t.Helper()
+	seen := map[string]bool{}
+	last := int64(0)
+	for _, b := range batches {
+		if len(b) > maxEvents {
+			t.Errorf("a batch of %d events, above max_events %d", len(b), maxEvents)
+		}
+		for _, it := range b {
+			if seen[it.ID] {
+				continue // a batch retried after its answer was lost
+			}
+			if it.Sequence <= last {
+				t.Errorf("sequence %d first accepted after %d", it.Sequence, last)
+			}
+			seen[it.ID], last = true, it.Sequence
+		}
+	}
+}
+
+// waitFor checks cond after each answer of the receiver until it holds.
+func (r *batchReceiver) waitFor(within time.Duration, what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-r.changed:
+		case <-deadline.C:
+			r.t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+	}
+}
