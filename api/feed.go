@@ -24,6 +24,8 @@ type Feeds interface {
 	Ack(ctx context.Context, endpointID string, offset int64) (int64, error)
 	// Position reports where the consumer stands.
 	Position(ctx context.Context, endpointID string) (feed.Position, error)
+	// BatchPosition reports how far a batch endpoint's feed was sent.
+	BatchPosition(ctx context.Context, endpointID string) (feed.Position, error)
 }
 
 // feedRoutes are read with a pull endpoint's consumer token, never with
@@ -192,9 +194,11 @@ func (s *Server) feedError(w http.ResponseWriter, r *http.Request, id string, er
 	}
 }
 
-// feedPositionJSON is where a pull endpoint's consumer stands.
+// feedPositionJSON is where a pull endpoint's consumer stands, or how far
+// a batch endpoint's feed was sent.
 type feedPositionJSON struct {
-	// AckedCursor is the acknowledged position; "" until the consumer
+	// AckedCursor is the acknowledged position (for a batch endpoint: its
+	// receiver's 2xx and dead letters so far); "" until a pull consumer
 	// acknowledges.
 	AckedCursor string `json:"acked_cursor"`
 	// StartCursor is the oldest retained event, EndCursor the next to come.
@@ -206,33 +210,45 @@ type feedPositionJSON struct {
 	OldestUnackedAgeSeconds float64 `json:"oldest_unacked_age_seconds"`
 }
 
-// withFeedPositions adds pull endpoints' positions. A consumer that
-// acknowledges makes its feed's oldest unacknowledged event the
-// endpoint's oldest pending delivery, as a push lane's would be; one that
-// keeps its cursor itself leaves the figure to the lane alone.
+// withFeedPositions adds the positions of pull and batch endpoints. A pull
+// consumer that acknowledges makes its feed's oldest unacknowledged event
+// the endpoint's oldest pending delivery, as a push lane's would be; one
+// that keeps its cursor itself leaves the figure to the lane alone. A
+// batch endpoint's backlog is its feed after its cursor, always.
 func (s *Server) withFeedPositions(ctx context.Context, eps []endpointJSON, now time.Time) {
 	if s.feeds == nil {
 		return
 	}
 	for i := range eps {
-		if eps[i].Mode != endpoint.ModePull {
+		var pos feed.Position
+		var err error
+		switch eps[i].Mode {
+		case endpoint.ModePull:
+			pos, err = s.feeds.Position(ctx, eps[i].ID)
+		case endpoint.ModeBatch:
+			pos, err = s.feeds.BatchPosition(ctx, eps[i].ID)
+			pos.HasAcked = true // the cursor counts from the feed's start
+		default:
 			continue
 		}
-		pos, err := s.feeds.Position(ctx, eps[i].ID)
 		if err != nil {
 			s.logger.WarnContext(ctx, "api: feed position unavailable", "endpoint_id", eps[i].ID, "error", err)
 			continue
 		}
-		age := pos.OldestUnackedAge(now).Seconds()
-		eps[i].Feed = &feedPositionJSON{
-			StartCursor: feed.Cursor(pos.Start), EndCursor: feed.Cursor(pos.End),
-			Lag: pos.Lag(), OldestUnackedAgeSeconds: age,
-		}
-		if pos.HasAcked {
-			eps[i].Feed.AckedCursor = feed.Cursor(pos.Acked)
-			if h := eps[i].Health; h != nil && age > h.OldestPendingAgeSeconds {
-				h.OldestPendingAgeSeconds = age
-			}
+		eps[i].Feed = toFeedPosition(pos, now)
+		if h := eps[i].Health; h != nil && pos.HasAcked {
+			h.OldestPendingAgeSeconds = max(h.OldestPendingAgeSeconds, eps[i].Feed.OldestUnackedAgeSeconds)
 		}
 	}
+}
+
+func toFeedPosition(pos feed.Position, now time.Time) *feedPositionJSON {
+	out := &feedPositionJSON{
+		StartCursor: feed.Cursor(pos.Start), EndCursor: feed.Cursor(pos.End),
+		Lag: pos.Lag(), OldestUnackedAgeSeconds: pos.OldestUnackedAge(now).Seconds(),
+	}
+	if pos.HasAcked {
+		out.AckedCursor = feed.Cursor(max(pos.Acked, pos.Start))
+	}
+	return out
 }

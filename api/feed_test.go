@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/internal/feed"
 )
 
 // A consumer token reads its own endpoint's feed only; a rotation keeps
@@ -113,5 +115,25 @@ func TestFeedConsumerLagIsNotThePlatformsHealth(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	if got := r.json(t)["healthy_oldest_pending_age_seconds"]; got != float64(0) {
 		t.Fatalf("healthy oldest pending age %v, want 0: the only other endpoint is parked", got)
+	}
+}
+
+// A batch endpoint shows how far its feed was sent, and its backlog there
+// is its oldest pending delivery.
+func TestBatchEndpointShowsItsFeedPosition(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.AdminToken = testToken
+		c.Feeds, c.Health = &specFeeds{}, &specHealth{}
+	})
+	seedSpecEndpoints(h.store)
+	r := h.do("GET", "/v1/endpoints/ep_batch", "")
+	wantStatus(t, r, http.StatusOK)
+	got := r.json(t)
+	pos, _ := got["feed"].(map[string]any)
+	if pos["acked_cursor"] != feed.Cursor(3) || pos["lag"] != float64(2) {
+		t.Fatalf("feed position %v: want sent up to sequence 3, 2 behind", pos)
+	}
+	if age := got["health"].(map[string]any)["oldest_pending_age_seconds"]; age != float64(60) {
+		t.Fatalf("oldest pending age %v, want the backlog's 60 s", age)
 	}
 }

@@ -577,6 +577,10 @@ func (f *specFeeds) Ack(_ context.Context, _ string, off int64) (int64, error) {
 	return max(off, 3), nil
 }
 
+func (f *specFeeds) BatchPosition(ctx context.Context, id string) (feed.Position, error) {
+	return f.Position(ctx, id)
+}
+
 func (f *specFeeds) Position(context.Context, string) (feed.Position, error) {
 	if err := f.fail(); err != nil {
 		return feed.Position{}, err
