@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,22 +16,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 
-	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/console"
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/embedded"
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/engine"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
@@ -405,263 +400,6 @@ func (a *App) startStore(ctx context.Context) error {
 	a.store = store
 	a.onStop(store.Stop)
 	return nil
-}
-
-func (a *App) startStages(context.Context) error {
-	a.onStop(a.leaveGroups) // runs after every group client has closed
-	if err := a.startBreakers(); err != nil {
-		return err
-	}
-	if err := a.startNotifier(); err != nil {
-		return err
-	}
-	healthReader, err := health.NewReader(health.Config{Redis: a.rdb, Logger: a.log})
-	if err != nil {
-		return err
-	}
-	a.health = healthReader
-	metrics := engine.NewMetrics(a.registry)
-	fanout, err := engine.NewFanout(engine.FanoutConfig{
-		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
-		Group: topics.GroupsFor(a.cfg.GroupPrefix).Fanout, TransactionalID: topics.GroupsFor(a.cfg.GroupPrefix).Fanout,
-		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
-		TransactionV2: a.cfg.KafkaTransactionV2,
-	})
-	if err != nil {
-		return err
-	}
-	sender, err := deliver.NewSender(deliver.Config{
-		Timeout: a.cfg.AttemptTimeout, AllowTargets: a.cfg.AllowTargets, Logger: a.log,
-	})
-	if err != nil {
-		return err
-	}
-	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
-	batches, err := a.startBatches(sender)
-	if err != nil {
-		return err
-	}
-	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
-		Brokers: a.brokers, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Deliveries,
-		ParkedGroup: topics.GroupsFor(a.cfg.GroupPrefix).Parked,
-		Endpoints:   a.store, Sender: sender, Feed: a.feedOut, Ownership: batches, AttemptTimeout: a.cfg.AttemptTimeout,
-		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
-		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
-		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
-		LaneBytes: a.cfg.LaneBytes, InstanceBytes: a.cfg.InstanceBytes, MaxInFlight: a.cfg.MaxInFlight,
-		Metrics: metrics, Logger: a.log,
-		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
-	})
-	if err != nil {
-		fanout.Stop()
-		return err
-	}
-	a.registry.MustRegister(stage.Collector())
-	a.fanout, a.delivery = fanout, stage
-	fanout.Start()
-	a.onStop(fanout.Stop)
-	stage.Start()
-	a.onStop(stage.Stop)
-	return a.startHealthPublisher(stage)
-}
-
-// startHealthPublisher shares this instance's endpoint health through Redis
-// every second; it stops before the stage.
-func (a *App) startHealthPublisher(source health.Source) error {
-	p, err := health.NewPublisher(health.Config{Redis: a.rdb, Logger: a.log}, source)
-	if err != nil {
-		return err
-	}
-	p.Start()
-	a.onStop(p.Stop)
-	return nil
-}
-
-// startBreakers keeps breaker state in memory for the endpoints this
-// instance owns and flushes it to Redis every second for the next owner.
-func (a *App) startBreakers() error {
-	store, err := breaker.NewStore(breaker.StoreConfig{Client: a.rdb})
-	if err != nil {
-		return err
-	}
-	cache, err := breaker.NewCache(breaker.CacheConfig{Store: store, Breaker: a.cfg.Breaker, Logger: a.log})
-	if err != nil {
-		return err
-	}
-	a.breakers = cache
-	cache.Start(context.Background())
-	a.onStop(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := cache.Stop(ctx); err != nil {
-			a.log.Warn("final breaker flush failed", "err", err)
-		}
-	})
-	return nil
-}
-
-// startNotifier runs the operator notifications; it stops after the
-// delivery stage, which may still disable endpoints while it drains.
-func (a *App) startNotifier() error {
-	n, err := notify.New(notify.Config{
-		URL: a.cfg.OperatorWebhookURL, Secret: a.cfg.OperatorWebhookSecret, InstanceID: a.cfg.InstanceID, Logger: a.log,
-	})
-	if err != nil {
-		return err
-	}
-	a.notifier = n
-	n.Start()
-	a.onStop(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.Stop(ctx)
-	})
-	return nil
-}
-
-// startDeadLetters prepares dead-letter search and redrive; the redriver
-// stops (saving its jobs' progress) before the producer closes.
-func (a *App) startDeadLetters(producer *kgo.Client) error {
-	reader, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("dead-search")...)...)
-	if err != nil {
-		return err
-	}
-	a.onStop(reader.Close)
-	a.dead = deadletter.NewFinder(reader, a.cfg.Topics.Dead)
-	a.events = eventsearch.New(reader, a.cfg.Topics.Events)
-	a.registerSearchMetrics()
-	r, err := deadletter.NewRedriver(deadletter.Config{
-		Finder: a.dead, Producer: producer, DeliveriesTopic: a.cfg.Topics.Deliveries, Endpoints: a.store,
-		Redis: a.rdb, MarkerTTL: a.cfg.Topics.DeadRetention, Logger: a.log,
-	})
-	if err != nil {
-		return err
-	}
-	a.redriver = r
-	a.onStop(r.Stop)
-	return nil
-}
-
-// startInbound runs the inbound front door (capture at POST /in/{source},
-// the verify stage, replay); it stops after the HTTP server.
-func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
-	in, err := inbound.New(inbound.Config{
-		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
-		Group: topics.GroupsFor(a.cfg.GroupPrefix).Inbound, InstanceID: a.cfg.InstanceID,
-		SessionTimeout: a.cfg.SessionTimeout, TransactionV2: a.cfg.KafkaTransactionV2,
-		ClientOpts: a.clientOpts, Secrets: a.secrets, Registerer: a.registry, Logger: a.log,
-		RateLimits: a.cfg.InboundRateLimits, RefusedKeepRate: a.cfg.InboundRefusedKeepRate,
-	})
-	if err != nil {
-		return nil, err
-	}
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := in.Start(startCtx); err != nil {
-		in.Stop()
-		return nil, fmt.Errorf("inbound: %w", err)
-	}
-	a.onStop(in.Stop)
-	return in, nil
-}
-
-// registerSearchMetrics counts the records the searches read, which shows
-// they read time ranges rather than whole topics.
-func (a *App) registerSearchMetrics() {
-	for _, s := range []struct {
-		index            string
-		scanned, fetched func() int64
-	}{
-		{"events", a.events.Scanned, a.events.Fetched},
-		{"dead", a.dead.Scanned, a.dead.Fetched},
-	} {
-		labels := prometheus.Labels{"index": s.index}
-		a.registry.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "laneway_search_records_examined_total",
-				Help: "Records examined by API searches (inside the searched time range).", ConstLabels: labels},
-				func() float64 { return float64(s.scanned()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "laneway_search_records_fetched_total",
-				Help: "Records fetched from Kafka by API searches, examined or not.", ConstLabels: labels},
-				func() float64 { return float64(s.fetched()) }),
-		)
-	}
-}
-
-func (a *App) startHTTP(ctx context.Context) error {
-	producer, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
-		kgo.DefaultProduceTopic(a.cfg.Topics.Events),
-	}, a.clientOpts("ingest")...)...)
-	if err != nil {
-		return err
-	}
-	a.producer = producer
-	a.onStop(producer.Close)
-	if err := a.startDeadLetters(producer); err != nil {
-		return err
-	}
-	in, err := a.startInbound(ctx)
-	if err != nil {
-		return err
-	}
-	srv, err := api.New(api.Config{
-		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
-		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
-		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
-		Feeds:   a.feeds,
-		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
-		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
-	})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
-	}
-	a.httpLn = ln
-	a.http = a.cfg.HTTPLimits.server(srv.Handler())
-	a.httpDone = make(chan struct{})
-	go func() {
-		defer close(a.httpDone)
-		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("http server stopped", "err", err)
-		}
-	}()
-	a.onStop(a.stopHTTP)
-	return a.startPublic(in, srv.FeedHandler())
-}
-
-func (a *App) stopHTTP() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = a.http.Shutdown(ctx)
-	<-a.httpDone
-}
-
-func (a *App) ready(ctx context.Context) error {
-	if err := a.delivery.Ping(ctx); err != nil {
-		return fmt.Errorf("kafka: %w", err)
-	}
-	return nil
-}
-
-// publisher produces events to the events topic, keyed by entity.
-type publisher struct {
-	client *kgo.Client
-	topic  string
-}
-
-func (p *publisher) Publish(ctx context.Context, env event.Envelope) (int32, int64, error) {
-	value, err := json.Marshal(&env)
-	if err != nil {
-		return 0, 0, err
-	}
-	rec := &kgo.Record{Topic: p.topic, Key: []byte(env.Entity), Value: value}
-	if err := p.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return 0, 0, err
-	}
-	return rec.Partition, rec.Offset, nil
 }
 
 // Topics are the topic names in use.

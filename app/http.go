@@ -1,0 +1,171 @@
+package app
+
+// The HTTP side: the API and what it serves (ingest, dead-letter search
+// and redrive, inbound), its listener and readiness.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/console"
+	"github.com/laneway/laneway/deadletter"
+	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/eventsearch"
+	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/topics"
+)
+
+// startDeadLetters prepares dead-letter search and redrive; the redriver
+// stops (saving its jobs' progress) before the producer closes.
+func (a *App) startDeadLetters(producer *kgo.Client) error {
+	reader, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("dead-search")...)...)
+	if err != nil {
+		return err
+	}
+	a.onStop(reader.Close)
+	a.dead = deadletter.NewFinder(reader, a.cfg.Topics.Dead)
+	a.events = eventsearch.New(reader, a.cfg.Topics.Events)
+	a.registerSearchMetrics()
+	r, err := deadletter.NewRedriver(deadletter.Config{
+		Finder: a.dead, Producer: producer, DeliveriesTopic: a.cfg.Topics.Deliveries, Endpoints: a.store,
+		Redis: a.rdb, MarkerTTL: a.cfg.Topics.DeadRetention, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	a.redriver = r
+	a.onStop(r.Stop)
+	return nil
+}
+
+// startInbound runs the inbound front door (capture at POST /in/{source},
+// the verify stage, replay); it stops after the HTTP server.
+func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
+	in, err := inbound.New(inbound.Config{
+		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
+		Group: topics.GroupsFor(a.cfg.GroupPrefix).Inbound, InstanceID: a.cfg.InstanceID,
+		SessionTimeout: a.cfg.SessionTimeout, TransactionV2: a.cfg.KafkaTransactionV2,
+		ClientOpts: a.clientOpts, Secrets: a.secrets, Registerer: a.registry, Logger: a.log,
+		RateLimits: a.cfg.InboundRateLimits, RefusedKeepRate: a.cfg.InboundRefusedKeepRate,
+	})
+	if err != nil {
+		return nil, err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := in.Start(startCtx); err != nil {
+		in.Stop()
+		return nil, fmt.Errorf("inbound: %w", err)
+	}
+	a.onStop(in.Stop)
+	return in, nil
+}
+
+// registerSearchMetrics counts the records the searches read, which shows
+// they read time ranges rather than whole topics.
+func (a *App) registerSearchMetrics() {
+	for _, s := range []struct {
+		index            string
+		scanned, fetched func() int64
+	}{
+		{"events", a.events.Scanned, a.events.Fetched},
+		{"dead", a.dead.Scanned, a.dead.Fetched},
+	} {
+		labels := prometheus.Labels{"index": s.index}
+		a.registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "laneway_search_records_examined_total",
+				Help: "Records examined by API searches (inside the searched time range).", ConstLabels: labels},
+				func() float64 { return float64(s.scanned()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "laneway_search_records_fetched_total",
+				Help: "Records fetched from Kafka by API searches, examined or not.", ConstLabels: labels},
+				func() float64 { return float64(s.fetched()) }),
+		)
+	}
+}
+
+func (a *App) startHTTP(ctx context.Context) error {
+	producer, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.DefaultProduceTopic(a.cfg.Topics.Events),
+	}, a.clientOpts("ingest")...)...)
+	if err != nil {
+		return err
+	}
+	a.producer = producer
+	a.onStop(producer.Close)
+	if err := a.startDeadLetters(producer); err != nil {
+		return err
+	}
+	in, err := a.startInbound(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(api.Config{
+		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
+		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
+		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
+		Feeds:   a.feeds,
+		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
+		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
+	}
+	a.httpLn = ln
+	a.http = a.cfg.HTTPLimits.server(srv.Handler())
+	a.httpDone = make(chan struct{})
+	go func() {
+		defer close(a.httpDone)
+		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http server stopped", "err", err)
+		}
+	}()
+	a.onStop(a.stopHTTP)
+	return a.startPublic(in, srv.FeedHandler())
+}
+
+func (a *App) stopHTTP() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = a.http.Shutdown(ctx)
+	<-a.httpDone
+}
+
+func (a *App) ready(ctx context.Context) error {
+	if err := a.delivery.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	return nil
+}
+
+// publisher produces events to the events topic, keyed by entity.
+type publisher struct {
+	client *kgo.Client
+	topic  string
+}
+
+func (p *publisher) Publish(ctx context.Context, env event.Envelope) (int32, int64, error) {
+	value, err := json.Marshal(&env)
+	if err != nil {
+		return 0, 0, err
+	}
+	rec := &kgo.Record{Topic: p.topic, Key: []byte(env.Entity), Value: value}
+	if err := p.client.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return 0, 0, err
+	}
+	return rec.Partition, rec.Offset, nil
+}

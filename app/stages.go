@@ -1,0 +1,129 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/notify"
+	"github.com/laneway/laneway/topics"
+)
+
+// The two stages and what they lean on: breakers, the operator notifier,
+// health snapshots, and the batch endpoints' runners.
+
+// startStages starts the fan-out and delivery stages.
+func (a *App) startStages(context.Context) error {
+	a.onStop(a.leaveGroups) // runs after every group client has closed
+	if err := a.startBreakers(); err != nil {
+		return err
+	}
+	if err := a.startNotifier(); err != nil {
+		return err
+	}
+	healthReader, err := health.NewReader(health.Config{Redis: a.rdb, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.health = healthReader
+	metrics := engine.NewMetrics(a.registry)
+	fanout, err := engine.NewFanout(engine.FanoutConfig{
+		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
+		Group: topics.GroupsFor(a.cfg.GroupPrefix).Fanout, TransactionalID: topics.GroupsFor(a.cfg.GroupPrefix).Fanout,
+		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
+		TransactionV2: a.cfg.KafkaTransactionV2,
+	})
+	if err != nil {
+		return err
+	}
+	sender, err := deliver.NewSender(deliver.Config{
+		Timeout: a.cfg.AttemptTimeout, AllowTargets: a.cfg.AllowTargets, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
+	batches, err := a.startBatches(sender)
+	if err != nil {
+		return err
+	}
+	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
+		Brokers: a.brokers, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Deliveries,
+		ParkedGroup: topics.GroupsFor(a.cfg.GroupPrefix).Parked,
+		Endpoints:   a.store, Sender: sender, Feed: a.feedOut, Ownership: batches, AttemptTimeout: a.cfg.AttemptTimeout,
+		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
+		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
+		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
+		LaneBytes: a.cfg.LaneBytes, InstanceBytes: a.cfg.InstanceBytes, MaxInFlight: a.cfg.MaxInFlight,
+		Metrics: metrics, Logger: a.log,
+		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
+	})
+	if err != nil {
+		fanout.Stop()
+		return err
+	}
+	a.registry.MustRegister(stage.Collector())
+	a.fanout, a.delivery = fanout, stage
+	fanout.Start()
+	a.onStop(fanout.Stop)
+	stage.Start()
+	a.onStop(stage.Stop)
+	return a.startHealthPublisher(stage)
+}
+
+// startHealthPublisher shares this instance's endpoint health through Redis
+// every second; it stops before the stage.
+func (a *App) startHealthPublisher(source health.Source) error {
+	p, err := health.NewPublisher(health.Config{Redis: a.rdb, Logger: a.log}, source)
+	if err != nil {
+		return err
+	}
+	p.Start()
+	a.onStop(p.Stop)
+	return nil
+}
+
+// startBreakers keeps breaker state in memory for the endpoints this
+// instance owns and flushes it to Redis every second for the next owner.
+func (a *App) startBreakers() error {
+	store, err := breaker.NewStore(breaker.StoreConfig{Client: a.rdb})
+	if err != nil {
+		return err
+	}
+	cache, err := breaker.NewCache(breaker.CacheConfig{Store: store, Breaker: a.cfg.Breaker, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.breakers = cache
+	cache.Start(context.Background())
+	a.onStop(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cache.Stop(ctx); err != nil {
+			a.log.Warn("final breaker flush failed", "err", err)
+		}
+	})
+	return nil
+}
+
+// startNotifier runs the operator notifications; it stops after the
+// delivery stage, which may still disable endpoints while it drains.
+func (a *App) startNotifier() error {
+	n, err := notify.New(notify.Config{
+		URL: a.cfg.OperatorWebhookURL, Secret: a.cfg.OperatorWebhookSecret, InstanceID: a.cfg.InstanceID, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	a.notifier = n
+	n.Start()
+	a.onStop(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Stop(ctx)
+	})
+	return nil
+}
