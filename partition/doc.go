@@ -16,6 +16,7 @@
 //
 //	owner.go      Owner, its Config, dispatching fetched records to lanes
 //	lane.go       one endpoint's queue: per-entity FIFO, concurrency limit, turns
+//	lanequeue.go  the lane's turn queue and heaps (due, age), each O(1) or O(log n)
 //	tracker.go    finished offsets and the watermark
 //	attempts.go   starting attempts and acting on their outcomes (retry, dead letter, breaker)
 //	maintain.go   Tick and Maintain: retry delays, breaker pauses, config changes, parking
