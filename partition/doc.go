@@ -14,7 +14,8 @@
 //
 // Where things live:
 //
-//	owner.go      Owner, its Config, dispatching fetched records to lanes
+//	owner.go      Owner, its Config, lanes, stopping
+//	dispatch.go   dispatching fetched records to lanes (or dead letters)
 //	lane.go       one endpoint's queue: per-entity FIFO, concurrency limit, turns
 //	lanequeue.go  the lane's turn queue and heaps (due, age), each O(1) or O(log n)
 //	tracker.go    finished offsets and the watermark
