@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
@@ -422,75 +421,6 @@ func describe(res deliver.Result) string {
 		return fmt.Sprint(se.Code)
 	}
 	return res.Err.Error()
-}
-
-// answer decides the receiver's answer and its latency, by the endpoint's
-// current mode.
-func (s *Sim) answer(endpointID string) (deliver.Result, time.Duration) {
-	timeout := s.p.attemptTimeout
-	lat := s.latency(s.p.answerLatency)
-	status := func(code int) deliver.Result {
-		return deliver.Result{Err: &deliver.StatusError{Code: code}, StatusCode: code, Duration: lat}
-	}
-	ok := deliver.Result{StatusCode: 200, Duration: lat}
-	switch s.modes[endpointID] {
-	case modeFlaky:
-		switch s.rng.IntN(10) {
-		case 0:
-			return status(500), lat
-		case 1:
-			return deliver.Result{Err: &deliver.TransportError{Err: errors.New("connection reset")}, Duration: lat}, lat
-		case 2:
-			return deliver.Result{Err: &deliver.TimeoutError{After: timeout}, Duration: timeout}, timeout
-		}
-	case modeFailing:
-		if s.chance(0.3) {
-			return deliver.Result{Err: &deliver.TimeoutError{After: timeout}, Duration: timeout}, timeout
-		}
-		return status(http.StatusServiceUnavailable), lat
-	case modeSlow:
-		lat = timeout / 2
-		ok.Duration = lat
-		if s.chance(0.2) {
-			return deliver.Result{Err: &deliver.TimeoutError{After: timeout}, Duration: timeout}, timeout
-		}
-	case modeThrottling:
-		if s.chance(0.7) {
-			r := status(http.StatusTooManyRequests)
-			r.RetryAfter = time.Duration(1+s.rng.IntN(5)) * time.Second
-			return r, lat
-		}
-	case modeGone:
-		return status(http.StatusGone), lat
-	case modeHoldFail:
-		lat = min(timeout, 1500*time.Millisecond)
-		return status(http.StatusServiceUnavailable), lat
-	case modeTooLarge:
-		if s.chance(0.3) {
-			return status(http.StatusRequestEntityTooLarge), lat
-		}
-	}
-	return ok, lat
-}
-
-// appendAnswer is a pull endpoint's attempt: an append to its feed topic,
-// which fails while Kafka is down and, in the receiver's failing modes,
-// as a broker that refuses or times out would. No HTTP status exists
-// here: 410, 413 and 429 never happen to a feed.
-func (s *Sim) appendAnswer(endpointID string) (deliver.Result, time.Duration) {
-	lat := s.latency(s.p.produceLatency)
-	fail := deliver.Result{Err: &deliver.FeedError{Err: errors.New("NOT_ENOUGH_REPLICAS")}, Duration: lat}
-	switch {
-	case s.kafka.down:
-		return fail, lat
-	case s.modes[endpointID] == modeFailing, s.modes[endpointID] == modeHoldFail:
-		return fail, lat
-	case s.modes[endpointID] == modeFlaky && s.chance(0.2):
-		return fail, lat
-	case s.modes[endpointID] == modeSlow:
-		lat = s.p.attemptTimeout / 2
-	}
-	return deliver.Result{Duration: lat}, lat
 }
 
 // readParked answers a read of the parked partition from offset.
