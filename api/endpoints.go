@@ -180,7 +180,7 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 		httpjson.Invalid(w, err)
 		return
 	}
-	if e.Ordered() && !s.createFeed(w, r, e.ID) {
+	if e.Ordered() && !s.createFeed(w, r, e) {
 		return
 	}
 	if _, exists := s.endpoints.Get(e.ID); exists {
@@ -201,13 +201,13 @@ func (s *Server) createEndpoint(w http.ResponseWriter, r *http.Request) {
 // createFeed makes the feed topic of a new pull or batch endpoint before
 // the endpoint is stored: a pull endpoint's consumer can read (an empty
 // feed) at once, and a batch endpoint's deliveries pass through it.
-func (s *Server) createFeed(w http.ResponseWriter, r *http.Request, id string) bool {
+func (s *Server) createFeed(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint) bool {
 	if s.feeds == nil {
 		httpjson.Error(w, http.StatusNotImplemented, "this instance serves no feeds, so it cannot create pull or batch endpoints")
 		return false
 	}
-	if err := s.feeds.Create(r.Context(), id); err != nil {
-		s.logger.ErrorContext(r.Context(), "api: creating a feed failed", "endpoint_id", id, "error", err)
+	if err := s.feeds.Create(r.Context(), e); err != nil {
+		s.logger.ErrorContext(r.Context(), "api: creating a feed failed", "endpoint_id", e.ID, "error", err)
 		httpjson.Error(w, http.StatusServiceUnavailable, "could not create the endpoint's feed, retry")
 		return false
 	}

@@ -403,10 +403,10 @@ type batchFeeds struct {
 	created, deleted []string
 }
 
-func (f *batchFeeds) Create(_ context.Context, id string) error {
+func (f *batchFeeds) Create(_ context.Context, e endpoint.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.created = append(f.created, id)
+	f.created = append(f.created, e.ID)
 	return nil
 }
 

@@ -15,8 +15,9 @@ import (
 
 // Feeds are the pull endpoints' feeds (feed.Service).
 type Feeds interface {
-	// Create makes a new pull endpoint's feed; Delete removes it.
-	Create(ctx context.Context, endpointID string) error
+	// Create makes a new pull or batch endpoint's topic; Delete removes a
+	// pull endpoint's.
+	Create(ctx context.Context, e endpoint.Endpoint) error
 	Delete(ctx context.Context, endpointID string) error
 	// Read returns a page from offset from, waiting up to wait for one.
 	Read(ctx context.Context, endpointID string, from int64, limit int, wait time.Duration) (feed.Page, error)

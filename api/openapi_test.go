@@ -545,8 +545,8 @@ func (f *specFeeds) fail() error {
 	return f.err
 }
 
-func (f *specFeeds) Create(context.Context, string) error { return f.fail() }
-func (f *specFeeds) Delete(context.Context, string) error { return f.fail() }
+func (f *specFeeds) Create(context.Context, endpoint.Endpoint) error { return f.fail() }
+func (f *specFeeds) Delete(context.Context, string) error            { return f.fail() }
 
 func (f *specFeeds) Read(_ context.Context, _ string, from int64, limit int, _ time.Duration) (feed.Page, error) {
 	if err := f.fail(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/batch"
 	"github.com/laneway/laneway/topics"
@@ -17,12 +18,13 @@ import (
 // startBatches runs the batch endpoints' runners of the partitions the
 // delivery stage owns. It stops after the stage, whose release of each
 // partition stops that partition's runners first.
-func (a *App) startBatches(sender *deliver.Sender) (*batch.Manager, error) {
+func (a *App) startBatches(sender *deliver.Sender, metrics *engine.Metrics) (*batch.Manager, error) {
 	m, err := batch.New(batch.Config{
 		Client: a.feedProducer, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Batch,
 		Endpoints: a.store, Sender: sender, Breakers: a.breakers, Watcher: a.feeds.Watcher(),
 		DeadLetters: deadLetterWriter{client: a.feedProducer, topic: a.cfg.Topics.Dead},
-		Retry:       a.cfg.Retry, Registerer: a.registry, Logger: a.log,
+		Retry:       a.cfg.Retry, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier, OnDead: metrics.CountDeadLetters,
+		Registerer: a.registry, Logger: a.log,
 	})
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ func (a *App) startFeeds(context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := feed.NewWriter(feed.WriterConfig{Client: writerClient, Topics: a.cfg.Topics, Appended: svc.Appended})
+	w, err := feed.NewWriter(feed.WriterConfig{Client: writerClient, Appended: svc.Appended})
 	if err != nil {
 		return err
 	}

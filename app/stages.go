@@ -46,7 +46,7 @@ func (a *App) startStages(context.Context) error {
 		return err
 	}
 	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
-	batches, err := a.startBatches(sender)
+	batches, err := a.startBatches(sender, metrics)
 	if err != nil {
 		return err
 	}

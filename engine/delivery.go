@@ -44,10 +44,10 @@ type Sender interface {
 	Send(ctx context.Context, req deliver.Request) deliver.Result
 }
 
-// FeedAppender appends a pull endpoint's delivery to its feed.
+// FeedAppender appends a pull or batch endpoint's delivery to its topic.
 type FeedAppender interface {
-	// Append returns once the event is stored at the end of the feed.
-	Append(ctx context.Context, endpointID, key string, body []byte) error
+	// Append returns once the event is stored at the end of topic.
+	Append(ctx context.Context, topic, key string, body []byte) error
 }
 
 // Ownership is told which deliveries partitions this stage owns (the

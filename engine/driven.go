@@ -348,7 +348,11 @@ func (d *driven) appendToFeed(a *partition.Attempt, body []byte) deliver.Result 
 		return deliver.Result{Err: &deliver.FeedError{Err: errors.New("this instance has no feed writer")}}
 	}
 	start := d.s.cfg.Now()
-	err := d.s.cfg.Feed.Append(d.attemptCtx, a.Endpoint.ID, a.Delivery.Entity, body)
+	topic := d.s.cfg.Topics.Feed(a.Endpoint.ID)
+	if a.Endpoint.Batched() {
+		topic = d.s.cfg.Topics.BatchFeed(a.Endpoint.ID)
+	}
+	err := d.s.cfg.Feed.Append(d.attemptCtx, topic, a.Delivery.Entity, body)
 	res := deliver.Result{Duration: d.s.cfg.Now().Sub(start)}
 	switch {
 	case err == nil:

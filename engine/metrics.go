@@ -141,3 +141,12 @@ func (o ownerMetrics) ParkedExpired(n int) {
 		o.m.parkedExpired.Add(float64(n))
 	}
 }
+
+// CountDeadLetters counts n dead letters written for reason outside the
+// stage: by a batch endpoint's runner, whose events the stage counted as
+// delivered to the endpoint's topic already.
+func (m *Metrics) CountDeadLetters(reason string, n int) {
+	if m != nil {
+		m.deadLetters.WithLabelValues(reason).Add(float64(n))
+	}
+}

@@ -23,11 +23,11 @@ type flakyFeed struct {
 	n atomic.Int64
 }
 
-func (f *flakyFeed) Append(ctx context.Context, endpointID, key string, body []byte) error {
+func (f *flakyFeed) Append(ctx context.Context, topic, key string, body []byte) error {
 	if f.n.Add(1)%3 == 0 {
 		return errors.New("broker unavailable (injected)")
 	}
-	return f.Writer.Append(ctx, endpointID, key, body)
+	return f.Writer.Append(ctx, topic, key, body)
 }
 
 // A pull endpoint's deliveries are appended to its feed instead of POSTed:
@@ -39,10 +39,10 @@ func TestPullEndpointAppendsToItsFeedInOrder(t *testing.T) {
 		defer cancel()
 		pull := testEndpoint("ep_pull", "")
 		pull.Mode, pull.Payload = endpoint.ModePull, endpoint.PayloadThin
-		if err := topics.EnsureFeed(ctx, r.adm, r.tops, pull.ID); err != nil {
+		if err := topics.EnsureFeed(ctx, r.adm, r.tops, r.tops.Feed(pull.ID)); err != nil {
 			t.Fatal(err)
 		}
-		w, err := feed.NewWriter(feed.WriterConfig{Client: r.cl, Topics: r.tops})
+		w, err := feed.NewWriter(feed.WriterConfig{Client: r.cl})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,10 @@ type Config struct {
 	// FeedPrefix starts the name of each pull endpoint's feed topic,
 	// FeedPrefix + endpoint id. Default "laneway.feed.".
 	FeedPrefix string
+	// BatchPrefix starts the name of each batch endpoint's topic, its
+	// backlog in sequence order: BatchPrefix + endpoint id. Default
+	// "laneway.batch.".
+	BatchPrefix string
 
 	// Partitions of events, deliveries and parked (parked must match
 	// deliveries: partition p of both belongs to one instance). Default 8.
@@ -67,6 +71,7 @@ func (c Config) WithPrefix(prefix string) Config {
 	setString(&c.Inbound, prefix+".inbound")
 	setString(&c.Sources, prefix+".sources")
 	setString(&c.FeedPrefix, prefix+".feed.")
+	setString(&c.BatchPrefix, prefix+".batch.")
 	return c
 }
 

@@ -57,6 +57,7 @@ type Core struct {
 
 	sent      int // events of the batch in flight; 0: none
 	attempts  int // failed attempts of the batch at the window's head
+	failed    int // that batch's size: its retries carry the same events
 	notBefore time.Time
 
 	// After a 413 the batches that cover the refused one are at most
@@ -134,6 +135,12 @@ func (c *Core) take(l Limits) (n int, full bool) {
 	if c.splitCap > 0 && c.window[0].Offset < c.splitUntil {
 		most = min(most, c.splitCap)
 	}
+	if c.attempts > 0 {
+		// A retry is the failed batch, whole and alone: events that
+		// arrived since wait for the next batch, so the retry keeps its
+		// webhook-id and the receiver can drop it if it took it already.
+		most = min(most, c.failed)
+	}
 	size := bodyOverhead
 	for n < len(c.window) {
 		if n == most {
@@ -178,7 +185,7 @@ func (c *Core) Done(o deliver.Outcome, retryAfter time.Duration, now time.Time) 
 	case deliver.Canceled:
 		return Result{} // abandoned at a release: the next owner sends it
 	}
-	c.attempts++
+	c.attempts, c.failed = c.attempts+1, n
 	if reason, dead := c.retry.Exhausted(c.attempts, c.oldestCreated(n), now); dead {
 		tried := c.attempts
 		return Result{Dead: c.pop(n), Reason: reason, Attempts: tried}
@@ -197,6 +204,32 @@ func (c *Core) tooLarge(n int) Result {
 	c.splitCap = (n + 1) / 2
 	c.splitUntil = max(c.splitUntil, c.window[n-1].Offset+1)
 	return Result{}
+}
+
+// Expire ends as dead letters the events at the window's head that are
+// past the retry policy's maximum age, as the partition owner does for a
+// paused endpoint's parked deliveries: a pause never outlives max_age, so
+// the feed's retention (longer, checkRetention) never drops an event
+// without its dead letter.
+func (c *Core) Expire(now time.Time) Result {
+	if c.sent > 0 {
+		return Result{}
+	}
+	n := 0
+	reason := ""
+	for n < len(c.window) {
+		r, dead := c.retry.Exhausted(0, c.window[n].Delivery.CreatedAt, now)
+		if !dead {
+			break
+		}
+		reason = r
+		n++
+	}
+	if n == 0 {
+		return Result{}
+	}
+	tried := c.attempts
+	return Result{Dead: c.pop(n), Reason: reason, Attempts: tried}
 }
 
 // Drain ends every event read as a dead letter with reason: the endpoint

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/partition"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -37,7 +39,13 @@ type Sender interface {
 type Breakers interface {
 	Allow(id string, now time.Time, maxConcurrency, inFlight int) breaker.Decision
 	Record(id string, success bool, now time.Time) breaker.Breaker
+	Reset(id string)
 	Warm(ctx context.Context, ids []string) error
+}
+
+// Notifier is told about every endpoint a runner disables.
+type Notifier interface {
+	EndpointDisabled(ep endpoint.Endpoint, reason string)
 }
 
 // DeadLetters writes dead letters and returns once Kafka has them.
@@ -71,6 +79,15 @@ type Config struct {
 	Watcher     Waiter
 	// Retry is the retry and dead-letter policy, as for every delivery.
 	Retry deliver.RetryPolicy
+	// DisableAfter disables an endpoint whose batches have failed without
+	// one success for this long, as the delivery stage does for push
+	// endpoints. Default partition.DefaultDisableAfter (5 days).
+	DisableAfter time.Duration
+	// Notifier is told of the endpoints a runner disables. Default nil.
+	Notifier Notifier
+	// OnDead counts the dead letters runners write, by reason (the
+	// delivery stage's laneway_dead_letters_total). Default nil.
+	OnDead func(reason string, n int)
 	// Recheck: default DefaultRecheck.
 	Recheck time.Duration
 	// Registerer receives the batch metrics. Default: none.
@@ -97,6 +114,8 @@ type Manager struct {
 	runners map[string]*runner
 	parts   int // deliveries partitions; 0 until read
 
+	orphansAt time.Time // when the topics were last listed for orphans
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -110,6 +129,9 @@ func New(cfg Config) (*Manager, error) {
 	cfg.Topics = cfg.Topics.WithDefaults()
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = DefaultRecheck
+	}
+	if cfg.DisableAfter <= 0 {
+		cfg.DisableAfter = partition.DefaultDisableAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -212,6 +234,7 @@ func (m *Manager) rescan() {
 		return
 	}
 	byKey := kgo.StickyKeyPartitioner(nil).ForTopic(m.cfg.Topics.Deliveries)
+	orphans := m.orphans()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, r := range m.runners {
@@ -221,15 +244,57 @@ func (m *Manager) rescan() {
 		default:
 		}
 	}
+	var ids []string
 	for _, ep := range m.cfg.Endpoints.List() {
-		if !ep.Batched() || m.runners[ep.ID] != nil {
-			continue
-		}
-		p := int32(byKey.Partition(&kgo.Record{Key: []byte(ep.ID)}, n))
-		if m.owned[p] {
-			m.runners[ep.ID] = m.startRunner(ep.ID, p)
+		if ep.Batched() {
+			ids = append(ids, ep.ID)
 		}
 	}
+	for _, id := range append(ids, orphans...) {
+		if m.runners[id] != nil {
+			continue
+		}
+		p := int32(byKey.Partition(&kgo.Record{Key: []byte(id)}, n))
+		if m.owned[p] {
+			m.runners[id] = m.startRunner(id, p)
+		}
+	}
+}
+
+// orphanEvery is how often the topics are listed for the backlogs of
+// batch endpoints deleted while no runner of theirs was alive.
+const orphanEvery = 30 * time.Second
+
+// orphans returns the ids of batch topics whose endpoint is gone: a
+// runner drains each into dead letters (endpoint_deleted), then deletes
+// it. Without this, an endpoint deleted during a restart or a rebalance
+// would leave its backlog neither sent nor dead-lettered.
+func (m *Manager) orphans() []string {
+	now := m.cfg.Now()
+	m.mu.Lock()
+	due := now.Sub(m.orphansAt) >= orphanEvery
+	if due {
+		m.orphansAt = now
+	}
+	m.mu.Unlock()
+	if !due {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(m.cfg.Client).ListTopics(ctx)
+	if err != nil {
+		m.log.Warn("batch: listing topics for deleted endpoints' backlogs failed", "err", err)
+		return nil
+	}
+	var out []string
+	for _, name := range listed.Names() {
+		id, ok := strings.CutPrefix(name, m.cfg.Topics.BatchPrefix)
+		if _, exists := m.cfg.Endpoints.Get(id); ok && id != "" && !exists {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // partitions reads the deliveries topic's partition count once.
@@ -257,7 +322,7 @@ func (m *Manager) partitions() (int, error) {
 }
 
 func (m *Manager) startRunner(id string, p int32) *runner {
-	topic := m.cfg.Topics.Feed(id)
+	topic := m.cfg.Topics.BatchFeed(id)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{m: m, id: id, topic: topic, part: p, kr: kread.NewReader(m.cfg.Client, topic),
 		cancel: cancel, done: make(chan struct{}), stopping: make(chan struct{})}
@@ -268,7 +333,7 @@ func (m *Manager) startRunner(id string, p int32) *runner {
 // removeFeed deletes a deleted batch endpoint's drained feed and cursor.
 func (m *Manager) removeFeed(ctx context.Context, id, topic string) {
 	adm := kadm.NewClient(m.cfg.Client)
-	if err := topics.DeleteFeed(ctx, adm, m.cfg.Topics, id); err != nil {
+	if err := topics.DeleteFeed(ctx, adm, topic); err != nil {
 		m.log.Warn("batch: deleting a deleted endpoint's feed failed", "endpoint", id, "err", err)
 	}
 	offs := kadm.Offsets{}

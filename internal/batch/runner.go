@@ -102,7 +102,7 @@ func (r *runner) step(ctx context.Context, core *Core) bool {
 	if !exists || ep.Status != endpoint.StatusActive {
 		return r.drain(ctx, core, exists)
 	}
-	if ep.Paused || !ep.Batched() {
+	if !ep.Batched() {
 		return r.sleep(ctx, r.m.cfg.Recheck)
 	}
 	limits := limitsOf(ep)
@@ -112,6 +112,12 @@ func (r *runner) step(ctx context.Context, core *Core) bool {
 		return r.sleep(ctx, time.Second)
 	}
 	now := r.m.cfg.Now()
+	if res := core.Expire(now); len(res.Dead) > 0 {
+		return r.apply(ctx, core, res, "")
+	}
+	if ep.Paused {
+		return r.sleep(ctx, r.m.cfg.Recheck) // only max_age acts on a paused endpoint
+	}
 	if d := r.m.cfg.Breakers.Allow(r.id, now, 1, 0); !d.Allowed {
 		return r.sleep(ctx, max(d.Wait, 100*time.Millisecond))
 	}
@@ -239,7 +245,10 @@ func (r *runner) deliver(ctx context.Context, core *Core, ep endpoint.Endpoint, 
 	}
 	now := r.m.cfg.Now()
 	if outcome == deliver.Delivered || outcome == deliver.Retry {
-		r.m.cfg.Breakers.Record(r.id, outcome == deliver.Delivered, now)
+		state := r.m.cfg.Breakers.Record(r.id, outcome == deliver.Delivered, now)
+		if state.FailingFor(now) >= r.m.cfg.DisableAfter {
+			r.disable(ctx, fmt.Sprintf("endpoint failing since %s", state.FailingSince.UTC().Format(time.RFC3339)))
+		}
 	}
 	r.m.metrics.batch(outcome.String(), len(batch), res.Duration)
 	if res.Err != nil {
@@ -297,16 +306,35 @@ func (r *runner) apply(ctx context.Context, core *Core, res Result, lastErr stri
 		if !r.retryUntil(ctx, "writing dead letters", func() error { return r.m.cfg.DeadLetters.Write(ctx, letters) }) {
 			return false
 		}
+		if r.m.cfg.OnDead != nil {
+			r.m.cfg.OnDead(res.Reason, len(letters))
+		}
 	}
 	if res.Disable {
-		if _, _, err := r.m.cfg.Endpoints.Disable(ctx, r.id, "endpoint answered 410 Gone", r.m.cfg.Now()); err != nil {
-			r.m.log.Error("batch: disabling the endpoint failed", "endpoint", r.id, "err", err)
-		}
+		r.disable(ctx, "endpoint answered 410 Gone")
 	}
 	if len(res.Delivered)+len(res.Dead) == 0 {
 		return true
 	}
 	return r.retryUntil(ctx, "committing the cursor", func() error { return r.commit(ctx, core.Cursor()) })
+}
+
+// disable marks the endpoint disabled, resets its breaker for the day it
+// is enabled again, and tells the operator, as the delivery stage does.
+// The runner then drains its backlog into dead letters (endpoint_disabled).
+func (r *runner) disable(ctx context.Context, reason string) {
+	ep, changed, err := r.m.cfg.Endpoints.Disable(ctx, r.id, reason, r.m.cfg.Now())
+	if err != nil {
+		r.m.log.Error("batch: disabling the endpoint failed", "endpoint", r.id, "reason", reason, "err", err)
+		return
+	}
+	r.m.cfg.Breakers.Reset(r.id)
+	if changed {
+		r.m.log.Warn("batch endpoint disabled", "endpoint", r.id, "reason", reason)
+		if r.m.cfg.Notifier != nil {
+			r.m.cfg.Notifier.EndpointDisabled(ep, reason)
+		}
+	}
 }
 
 // commit stores the cursor in the batch group.

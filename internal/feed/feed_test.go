@@ -64,7 +64,7 @@ func newRig(t *testing.T, b testenv.Backend) *rig {
 	r.watcher.Start()
 	t.Cleanup(r.watcher.Stop)
 	var err error
-	if r.writer, err = NewWriter(WriterConfig{Client: cl(), Topics: r.topics}); err != nil {
+	if r.writer, err = NewWriter(WriterConfig{Client: cl()}); err != nil {
 		t.Fatal(err)
 	}
 	if r.reader, err = NewReader(ReaderConfig{Client: cl(), Watcher: r.watcher, Topics: r.topics}); err != nil {
@@ -80,7 +80,7 @@ func (r *rig) append(ctx context.Context, t *testing.T, ep string, n int) {
 	t.Helper()
 	for i := range n {
 		body := fmt.Sprintf(`{"id":"e%d","type":"t","timestamp":"2026-12-02T00:00:00Z","entity":{"id":"x","revision":%d}}`, i, i)
-		if err := r.writer.Append(ctx, ep, fmt.Sprintf("e%d", i), []byte(body)); err != nil {
+		if err := r.writer.Append(ctx, r.topics.Feed(ep), fmt.Sprintf("e%d", i), []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +111,7 @@ func TestPagesFollowSequencesWithoutGaps(t *testing.T) {
 			defer cancel()
 			r := newRig(t, b)
 			for _, ep := range []string{"ep_a", "ep_b"} {
-				if err := topics.EnsureFeed(ctx, r.adm, r.topics, ep); err != nil {
+				if err := topics.EnsureFeed(ctx, r.adm, r.topics, r.topics.Feed(ep)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -154,7 +154,7 @@ func TestLongPollWakesOnAppend(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			r := newRig(t, b)
-			if err := topics.EnsureFeed(ctx, r.adm, r.topics, "ep_a"); err != nil {
+			if err := topics.EnsureFeed(ctx, r.adm, r.topics, r.topics.Feed("ep_a")); err != nil {
 				t.Fatal(err)
 			}
 			got := make(chan Page, 1)
@@ -199,7 +199,7 @@ func TestAcksAreMonotonicAndExpiredCursorsAreRefused(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			r := newRig(t, b)
-			if err := topics.EnsureFeed(ctx, r.adm, r.topics, "ep_a"); err != nil {
+			if err := topics.EnsureFeed(ctx, r.adm, r.topics, r.topics.Feed("ep_a")); err != nil {
 				t.Fatal(err)
 			}
 			r.append(ctx, t, "ep_a", 6)
@@ -240,7 +240,7 @@ func TestCollectorReportsPositions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := newRig(t, testenv.Kfake(t))
-	if err := topics.EnsureFeed(ctx, r.adm, r.topics, "ep_a"); err != nil {
+	if err := topics.EnsureFeed(ctx, r.adm, r.topics, r.topics.Feed("ep_a")); err != nil {
 		t.Fatal(err)
 	}
 	r.append(ctx, t, "ep_a", 6)

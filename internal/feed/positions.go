@@ -25,6 +25,9 @@ type PositionsConfig struct {
 	Reader *Reader
 	// Topics names the feed topics. Default: topics.Config{} defaults.
 	Topics topics.Config
+	// Batch makes these the positions of batch endpoints' topics
+	// (topics.Config.BatchFeed) rather than pull endpoints' feeds.
+	Batch bool
 	// Now is the clock for ages. Default: time.Now.
 	Now func() time.Time
 }
@@ -45,6 +48,13 @@ func NewPositions(cfg PositionsConfig) (*Positions, error) {
 		cfg.Now = time.Now
 	}
 	return &Positions{cfg: cfg}, nil
+}
+
+func (p *Positions) topic(endpointID string) string {
+	if p.cfg.Batch {
+		return p.cfg.Topics.BatchFeed(endpointID)
+	}
+	return p.cfg.Topics.Feed(endpointID)
 }
 
 // Position is where a feed's consumer stands.
@@ -75,7 +85,7 @@ func (p Position) OldestUnackedAge(now time.Time) time.Duration {
 // behind the stored one (acknowledging is monotonic) and returns the
 // position stored. An offset past the feed's end is an *AheadError.
 func (p *Positions) Ack(ctx context.Context, endpointID string, offset int64) (int64, error) {
-	topic := p.cfg.Topics.Feed(endpointID)
+	topic := p.topic(endpointID)
 	mu, _ := p.locks.LoadOrStore(topic, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
@@ -104,7 +114,7 @@ func (p *Positions) Ack(ctx context.Context, endpointID string, offset int64) (i
 // Position reads the feed's acknowledged offset, bounds and the age of
 // its oldest unacknowledged event.
 func (p *Positions) Position(ctx context.Context, endpointID string) (Position, error) {
-	topic := p.cfg.Topics.Feed(endpointID)
+	topic := p.topic(endpointID)
 	var pos Position
 	starts, err := p.cfg.Admin.ListStartOffsets(ctx, topic)
 	if err != nil {
@@ -158,7 +168,7 @@ func (p *Positions) oldestUnacked(ctx context.Context, topic string, pos *Positi
 
 // Forget drops the acknowledged position of a deleted feed.
 func (p *Positions) Forget(ctx context.Context, endpointID string) error {
-	topic := p.cfg.Topics.Feed(endpointID)
+	topic := p.topic(endpointID)
 	p.cfg.Reader.forget(topic)
 	p.locks.Delete(topic)
 	offs := kadm.Offsets{}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/topics"
 )
 
@@ -62,7 +63,7 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	svc := &Service{adm: adm, topics: cfg.Topics, watcher: w, reader: r, positions: p}
 	if cfg.BatchGroup != "" {
-		if svc.batch, err = NewPositions(PositionsConfig{Admin: adm, Group: cfg.BatchGroup, Reader: r, Topics: cfg.Topics, Now: cfg.Now}); err != nil {
+		if svc.batch, err = NewPositions(PositionsConfig{Admin: adm, Group: cfg.BatchGroup, Reader: r, Topics: cfg.Topics, Now: cfg.Now, Batch: true}); err != nil {
 			return nil, err
 		}
 	}
@@ -92,14 +93,19 @@ func (s *Service) Stop() { s.watcher.Stop() }
 // satisfies (WriterConfig.Appended).
 func (s *Service) Appended(topic string, end int64) { s.watcher.Appended(topic, end) }
 
-// Create makes the feed topic of a new pull endpoint.
-func (s *Service) Create(ctx context.Context, endpointID string) error {
-	return topics.EnsureFeed(ctx, s.adm, s.topics, endpointID)
+// Create makes the topic of a new pull endpoint's feed, or of a new batch
+// endpoint's backlog.
+func (s *Service) Create(ctx context.Context, e endpoint.Endpoint) error {
+	if e.Batched() {
+		return topics.EnsureFeed(ctx, s.adm, s.topics, s.topics.BatchFeed(e.ID))
+	}
+	return topics.EnsureFeed(ctx, s.adm, s.topics, s.topics.Feed(e.ID))
 }
 
-// Delete removes a deleted pull endpoint's feed and its position.
+// Delete removes a deleted pull endpoint's feed and its position. (A batch
+// endpoint's topic is its runner's to drain, then delete.)
 func (s *Service) Delete(ctx context.Context, endpointID string) error {
-	return errors.Join(topics.DeleteFeed(ctx, s.adm, s.topics, endpointID), s.positions.Forget(ctx, endpointID))
+	return errors.Join(topics.DeleteFeed(ctx, s.adm, s.topics.Feed(endpointID)), s.positions.Forget(ctx, endpointID))
 }
 
 // Read returns a page of the feed (Reader.Read).

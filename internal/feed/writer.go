@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/laneway/laneway/topics"
 )
 
 // WriterConfig configures a Writer.
@@ -16,8 +14,6 @@ type WriterConfig struct {
 	// default) and not transactional: a transaction's markers would take
 	// offsets, and the feed's sequences would then have gaps. Required.
 	Client *kgo.Client
-	// Topics names the feed topics. Default: topics.Config{} defaults.
-	Topics topics.Config
 	// Appended is told each feed's new end after an append, so that long
 	// polls on this instance answer at once. Default: nil.
 	Appended func(topic string, end int64)
@@ -36,11 +32,11 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	return &Writer{cfg: cfg}, nil
 }
 
-// Append writes body as the next event of the endpoint's feed and returns
-// once the broker has it (acks=all). key is the event's entity. The topic is never created here: a deleted endpoint's feed must not
+// Append writes body as the next event of a feed topic (topics.Config.Feed
+// or BatchFeed) and returns once the broker has it (acks=all). key is the
+// event's entity. The topic is never created here: a deleted endpoint's feed must not
 // come back because a delivery was still on its way.
-func (w *Writer) Append(ctx context.Context, endpointID, key string, body []byte) error {
-	topic := w.cfg.Topics.Feed(endpointID)
+func (w *Writer) Append(ctx context.Context, topic, key string, body []byte) error {
 	rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: body}
 	if err := w.cfg.Client.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("append to feed %s: %w", topic, err)
