@@ -2,7 +2,8 @@
 // binary itself with its HTML, CSS and JavaScript embedded (no CDN, no
 // external fonts, no build step). It lists the endpoints most behind first,
 // with each one's mode and, for a pull endpoint, where its feed's consumer
-// stands, and lets an operator pause, resume and tune an endpoint, search and
+// stands (for a batch endpoint, its batch sizes and how far its feed was
+// sent), and lets an operator pause, resume and tune an endpoint, search and
 // redrive dead letters, search accepted events by time range, and follow
 // the webhooks taken by the inbound front door (sources, captured requests
 // with their outcome, headers and body, re-verify and re-publish).

@@ -42,7 +42,8 @@ const (
 // serve` serves it, on the API's own listener: sign in with the admin
 // token, read the endpoints table, pause, resume and retune an endpoint,
 // redrive its dead letter, follow a pull endpoint's feed consumer as it
-// acknowledges, search events by time range, and follow
+// acknowledges, show a batch endpoint's sizes and how far its feed was
+// sent (paused, then resumed), search events by time range, and follow
 // webhooks through the inbound front door (a private capture URL; a
 // verified, a refused and an unmapped request; re-verify and re-publish). Each effect is checked through the
 // API, and screenshots are saved to $LANEWAY_ARTIFACTS (a temporary
@@ -64,6 +65,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	srvA, srvB := httptest.NewServer(recvA), httptest.NewServer(recvB)
 	t.Cleanup(srvA.Close)
 	t.Cleanup(srvB.Close)
+	// The batch endpoint's receiver accepts every batch and keeps them.
+	recvBatch := &batchReceiver{}
+	srvBatch := httptest.NewServer(recvBatch)
+	t.Cleanup(srvBatch.Close)
 
 	a := startLaneway(t)
 	c := client{t: t, base: "http://" + a.HTTPAddr()}
@@ -72,6 +77,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A pull endpoint with thin payloads: both events are appended to its
 	// feed, which no consumer has read yet.
 	epP := c.createEndpoint(map[string]any{"tenant": "acme", "mode": "pull", "payload": "thin"})
+	// A batch endpoint whose batch of two waits a minute to fill: both
+	// events are appended to its feed and none sent until it is paused,
+	// which holds them.
+	epBatch := c.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": srvBatch.URL + "/batches",
+		"batch": map[string]any{"max_events": 10, "max_bytes": 65536, "max_wait_ms": 60000}})
 	c.publish(map[string]any{"id": "evt-console-1", "type": "order.updated", "tenant": "acme", "entity": "order:1", "revision": 1, "data": map[string]any{"status": "paid"}})
 	c.publish(map[string]any{"id": "evt-console-2", "type": "customer.created", "tenant": "acme", "entity": "customer:9", "revision": 1, "data": map[string]any{"name": "Ada"}})
 
@@ -85,6 +95,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		f := c.endpoint(epP).Feed
 		return f != nil && f.Lag == 2
 	})
+	c.eventually("both events were appended to the batch endpoint's feed, none sent", func() bool {
+		f := c.endpoint(epBatch).Feed
+		return f != nil && f.Lag == 2 && f.AckedCursor == f.StartCursor
+	})
+	if code, out := c.do(http.MethodPost, "/v1/endpoints/"+epBatch+"/pause", nil); code != http.StatusOK {
+		t.Fatalf("pause the batch endpoint: %d %s", code, out)
+	}
+	unsent := *c.endpoint(epBatch).Feed
 	recvA.accept()
 
 	consoleURL := c.base // app.Start mounts the console on the API's listener
@@ -103,6 +121,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(rowSel(epB))),
 		chromedp.WaitVisible(chromedp.CSS(`#summary .card`)),
 		chromedp.WaitVisible(chromedp.CSS(rowSel(epP))),
+		chromedp.WaitVisible(chromedp.CSS(rowSel(epBatch))),
 	)
 	// The table shows each endpoint's mode, and for the pull endpoint its
 	// consumer's position: nothing acknowledged, both events behind.
@@ -113,6 +132,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			`document.querySelector(%[2]q + ' td.feed[data-feed-lag="2"][data-feed-acked="false"]')?.textContent.startsWith('2 events · oldest ') && `+
 			`document.querySelector(%[2]q + ' td.feed').textContent.endsWith('not acknowledged')`,
 		rowSel(epA), rowSel(epP)))
+	// The batch endpoint's row: its mode, its URL, and how far its feed
+	// was sent: nothing yet, both events to send.
+	b.poll("the batch endpoint's mode and unsent feed are shown", fmt.Sprintf(
+		`document.querySelector(%[1]q)?.dataset.mode === 'batch' && document.querySelector(%[1]q + ' td.mode')?.textContent === 'batch' && `+
+			`document.querySelector(%[1]q + ' .sub')?.textContent === %[2]q && `+
+			`document.querySelector(%[1]q + ' td.feed[data-feed-lag="2"][data-feed-acked="true"] .feed-lag')?.textContent.startsWith('2 events to send · oldest ') && `+
+			`document.querySelector(%[1]q + ' td.feed .sub')?.textContent === %[3]q`,
+		rowSel(epBatch), srvBatch.URL+"/batches", "sent up to "+unsent.AckedCursor))
 	b.shot("01-endpoints")
 
 	// The endpoint page: last error, breaker, pause state.
@@ -208,6 +235,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	feedSteps(b, c, epP)
+	batchSteps(b, c, epBatch, srvBatch.URL+"/batches", recvBatch, unsent)
 	inboundSteps(t, b, c, recvB)
 
 	b.checkConsole()
@@ -283,6 +311,63 @@ func feedSteps(b *browser, c client, id string) {
 	b.poll("the table shows the consumer caught up at the new cursor", fmt.Sprintf(
 		`document.querySelector(%q + ' td.feed[data-feed-lag="0"][data-feed-acked="true"]')?.textContent === %q`,
 		rowSel(id), "caught upacked "+second))
+}
+
+// batchSteps opens the paused batch endpoint's page: its mode, URL and
+// sizes, and its feed sent up to where it started, both events to send.
+// Then the batch's wait is cut to nothing (0, kept as 1 ms) and the page's
+// Resume button sends the batch: the page shows the new wait and
+// everything sent, up to the feed's end, and the endpoints table the same.
+func batchSteps(b *browser, c client, id, target string, recv *batchReceiver, unsent feedView) {
+	c.t.Helper()
+	b.do("open the batch endpoint",
+		chromedp.Navigate(c.base+"/#/endpoints/"+id),
+		chromedp.WaitVisible(chromedp.ID("feed-panel")),
+		chromedp.WaitVisible(chromedp.ID("resume")),
+	)
+	b.poll("the page shows the sizes and nothing sent, two events to send", fmt.Sprintf(
+		`document.getElementById('feed-title').textContent === 'Batch sending' && `+
+			`document.getElementById('endpoint-feed').dataset.mode === 'batch' && `+
+			`document.getElementById('endpoint-feed').dataset.lag === '2' && `+
+			`document.getElementById('feed-acked').textContent === %[1]q && `+
+			`document.getElementById('feed-lag').textContent === '2 events to send' && `+
+			`document.getElementById('feed-oldest').textContent !== '—' && `+
+			`document.getElementById('endpoint-feed-note').textContent.includes('Paused: nothing is sent') && `+
+			`document.getElementById('endpoint-config').textContent.includes('Modebatch: signed POSTs') && `+
+			`document.getElementById('endpoint-config').textContent.includes(%[2]q) && `+
+			`document.getElementById('batch-max-events').textContent === num(10) && `+
+			`document.getElementById('batch-max-bytes').textContent === '64 KiB (' + num(65536) + ' bytes)' && `+
+			`document.getElementById('batch-max-wait').textContent === num(60000) + ' ms' && `+
+			`document.getElementById('endpoint-health').textContent.includes('appended to the feed')`,
+		unsent.AckedCursor, "URL"+target))
+	b.shot("08c-batch-paused")
+	if got := recv.received(); len(got) != 0 {
+		c.t.Fatalf("the paused batch endpoint sent %v", got)
+	}
+
+	if code, out := c.do(http.MethodPatch, "/v1/endpoints/"+id, map[string]any{"batch": map[string]any{"max_wait_ms": 0}}); code != http.StatusOK {
+		c.t.Fatalf("PATCH the batch wait: %d %s", code, out)
+	}
+	b.do("resume the batch endpoint", chromedp.Click(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.ID("pause")))
+	b.poll("the page shows the new wait and everything sent", fmt.Sprintf(
+		`document.getElementById('batch-max-wait').textContent === '1 ms' && `+
+			`document.getElementById('endpoint-feed').dataset.lag === '0' && `+
+			`document.getElementById('feed-acked').textContent === %q && `+
+			`document.getElementById('feed-lag').textContent === 'all sent' && `+
+			`document.getElementById('feed-oldest').textContent === '—' && `+
+			`!document.getElementById('endpoint-feed-note').textContent.includes('Paused')`,
+		unsent.EndCursor))
+	b.shot("08d-batch-sent")
+	got := recv.received()
+	if len(got) != 1 || len(got[0]) != 2 || got[0][0].Sequence != 1 || got[0][1].Sequence != 2 ||
+		got[0][0].ID == got[0][1].ID || !strings.HasPrefix(got[0][0].ID, "evt-console-") || !strings.HasPrefix(got[0][1].ID, "evt-console-") {
+		c.t.Fatalf("the batch receiver got %+v, want one batch of both events, sequences 1 and 2", got)
+	}
+
+	b.do("back to the endpoints", chromedp.Click(chromedp.CSS(`a[data-nav="endpoints"]`)), chromedp.WaitVisible(chromedp.CSS(rowSel(id))))
+	b.poll("the table shows the batch endpoint's feed all sent", fmt.Sprintf(
+		`document.querySelector(%q + ' td.feed[data-feed-lag="0"][data-feed-acked="true"]')?.textContent === %q`,
+		rowSel(id), "all sentsent up to "+unsent.EndCursor))
 }
 
 // readFeed reads one event of a pull endpoint's feed from cursor with its
@@ -548,6 +633,38 @@ func (r *receiver) count(eventID string) int {
 	return r.accepted[eventID]
 }
 
+// batchReceiver accepts every batch and keeps its events' sequences and
+// ids, batch by batch, in the order they came.
+type batchReceiver struct {
+	mu      sync.Mutex
+	batches [][]batchItem
+}
+
+type batchItem struct {
+	Sequence int64  `json:"sequence"`
+	ID       string `json:"id"`
+}
+
+func (r *batchReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		Batch []batchItem `json:"batch"`
+	}
+	if err := json.NewDecoder(req.Body).Decode(&body); err != nil || len(body.Batch) == 0 {
+		http.Error(w, "not a batch", http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	r.batches = append(r.batches, body.Batch)
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *batchReceiver) received() [][]batchItem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]batchItem(nil), r.batches...)
+}
+
 // client calls the API with the admin token.
 type client struct {
 	t    *testing.T
@@ -706,11 +823,17 @@ func (c client) replay(id string) replayJob {
 }
 
 type endpointView struct {
-	Paused         bool `json:"paused"`
-	MaxConcurrency int  `json:"max_concurrency"`
-	Feed           *struct {
-		Lag int64 `json:"lag"`
-	} `json:"feed"`
+	Paused         bool      `json:"paused"`
+	MaxConcurrency int       `json:"max_concurrency"`
+	Feed           *feedView `json:"feed"`
+}
+
+// feedView is a pull or batch endpoint's feed block.
+type feedView struct {
+	AckedCursor string `json:"acked_cursor"`
+	StartCursor string `json:"start_cursor"`
+	EndCursor   string `json:"end_cursor"`
+	Lag         int64  `json:"lag"`
 }
 
 func (c client) endpoint(id string) endpointView {

@@ -244,32 +244,55 @@ function badge([label, colour], extra) {
   return el('span', { class: `badge ${colour}${extra ? ' ' + extra : ''}`, 'data-state': label, text: label });
 }
 
-// A pull endpoint's feed: where its consumer stands. The API gives the
-// position in GET answers only, and leaves it out when Kafka cannot say.
+// A pull or batch endpoint's feed. For a pull endpoint, `feed` is where
+// its consumer stands (its acknowledged cursor); for a batch endpoint, how
+// far Laneway sent the feed to the URL (every event before the cursor
+// accepted with a 2xx or dead-lettered). The API gives the position in GET
+// answers only, and leaves it out when Kafka cannot say.
 const isPull = (ep) => ep.mode === 'pull';
+const isBatch = (ep) => ep.mode === 'batch';
+const hasFeed = (ep) => isPull(ep) || isBatch(ep);
 
 function modeText(ep) {
   return (ep.mode || 'push') + (ep.payload === 'thin' ? ' · thin' : '');
 }
 
-// feedLag is "12 events" or "caught up"; feedOldest the age of the oldest
-// unacknowledged event, "—" when there is none.
-function feedLag(f) { return f.lag > 0 ? `${num(f.lag)} event${f.lag === 1 ? '' : 's'}` : 'caught up'; }
+// feedLag is "12 events" or "caught up" for a pull consumer, "12 events to
+// send" or "all sent" for a batch endpoint; feedOldest the age of the
+// oldest event not acknowledged (not sent), "—" when there is none.
+function feedLag(f, batch) {
+  if (!(f.lag > 0)) return batch ? 'all sent' : 'caught up';
+  return `${num(f.lag)} event${f.lag === 1 ? '' : 's'}${batch ? ' to send' : ''}`;
+}
 function feedOldest(f) { return f.lag > 0 ? fmtAge(f.oldest_unacked_age_seconds) : '—'; }
 
-// feedCell shows the consumer's position in the endpoints table.
+// feedCell shows, in the endpoints table, where a pull endpoint's consumer
+// stands or how far a batch endpoint's feed was sent.
 function feedCell(ep) {
-  if (!isPull(ep)) return td('—', 'num');
+  if (!hasFeed(ep)) return td('—', 'num');
   const f = ep.feed;
   if (!f) return td('not available', 'num muted');
-  const acked = f.acked_cursor
-    ? el('span', { class: 'sub' }, 'acked ', el('code', { text: f.acked_cursor }))
-    : el('span', { class: 'sub', text: 'not acknowledged' });
+  const batch = isBatch(ep);
+  let pos;
+  if (batch) pos = el('span', { class: 'sub' }, 'sent up to ', el('code', { text: f.acked_cursor || f.start_cursor }));
+  else if (f.acked_cursor) pos = el('span', { class: 'sub' }, 'acked ', el('code', { text: f.acked_cursor }));
+  else pos = el('span', { class: 'sub', text: 'not acknowledged' });
   const oldest = f.lag > 0 ? ' · oldest ' + feedOldest(f) : '';
-  const cell = td([el('span', { class: 'feed-lag', text: feedLag(f) + oldest }), acked], 'num feed');
+  const cell = td([el('span', { class: 'feed-lag', text: feedLag(f, batch) + oldest }), pos], 'num feed');
   cell.dataset.feedLag = String(f.lag);
   cell.dataset.feedAcked = String(Boolean(f.acked_cursor));
   return cell;
+}
+
+// batchSizes are a batch endpoint's sizes in effect, for its page.
+function batchSizes(ep) {
+  const b = ep.batch;
+  if (!b) return [['Batch sizes', 'not available']];
+  return [
+    ['Max events per batch', el('span', { id: 'batch-max-events', text: num(b.max_events) })],
+    ['Max bytes per batch', el('span', { id: 'batch-max-bytes', text: `${fmtBytes(b.max_bytes)} (${num(b.max_bytes)} bytes)` })],
+    ['Max wait', el('span', { id: 'batch-max-wait', text: `${num(b.max_wait_ms)} ms` })],
+  ];
 }
 
 function breakerText(b) {
@@ -295,7 +318,7 @@ function endpointsPage(ctx) {
     cards,
     el('div', { class: 'tablewrap' }, el('table', { id: 'endpoints' },
       el('thead', {}, el('tr', {}, th('State'), th('Endpoint'), th('Mode'), th('Tenant'), th('Limit', 'num'), th('Pending', 'num'),
-        th('In flight', 'num'), th('Parked', 'num'), th('Oldest pending', 'num'), th('Feed consumer', 'num'), th('Breaker'),
+        th('In flight', 'num'), th('Parked', 'num'), th('Oldest pending', 'num'), th('Feed', 'num'), th('Breaker'),
         th('Last minute', 'num'), th('Last error'))),
       body)));
 
@@ -333,7 +356,7 @@ function endpointsPage(ctx) {
 function endpointRow(ep) {
   const h = ep.health || {};
   const pm = h.per_minute || {};
-  const target = isPull(ep) ? 'feed GET /v1/feed/' + ep.id : ep.url;
+  const target = isPull(ep) ? 'feed GET /v1/feed/' + ep.id : ep.url; // batch: the URL it POSTs to
   return el('tr', { 'data-endpoint-id': ep.id, 'data-mode': ep.mode || 'push' },
     td(badge(endpointState(ep))),
     td([endpointLink(ep.id), el('span', { class: 'sub', title: target, text: target })]),
@@ -375,8 +398,8 @@ function endpointPage(ctx, id) {
   const health = el('dl', { class: 'kv', id: 'endpoint-health' });
   const feed = el('dl', { class: 'kv', id: 'endpoint-feed' });
   const feedNote = el('p', { class: 'muted small', id: 'endpoint-feed-note' });
-  const feedPanel = el('section', { class: 'panel', id: 'feed-panel', hidden: true },
-    el('h2', { text: 'Feed consumer' }), feed, feedNote);
+  const feedTitle = el('h2', { id: 'feed-title', text: 'Feed consumer' });
+  const feedPanel = el('section', { class: 'panel', id: 'feed-panel', hidden: true }, feedTitle, feed, feedNote);
   const lastError = el('pre', { class: 'error', id: 'last-error', hidden: true });
   const lastErrorNote = el('p', { class: 'muted', id: 'last-error-note', text: 'No error recorded.' });
   const pauseBtn = el('button', { id: 'pause', type: 'button', hidden: true, text: 'Pause deliveries' });
@@ -417,13 +440,20 @@ function endpointPage(ctx, id) {
     enableBtn.hidden = active;
     if (!dirty) concurrency.value = ep.max_concurrency;
     const pull = isPull(ep);
+    const batch = isBatch(ep);
+    let mode = 'push: POST to the URL';
+    if (pull) mode = 'pull: a feed its consumer reads';
+    if (batch) mode = 'batch: signed POSTs of {"batch":[…]} to the URL, one at a time';
     config.replaceChildren(...kv([
-      ['Mode', pull ? 'pull: a feed its consumer reads' : 'push: POST to the URL'],
+      ['Mode', mode],
       pull ? ['Feed', el('code', { text: 'GET /v1/feed/' + ep.id })] : ['URL', ep.url],
+      ...(batch ? batchSizes(ep) : []),
       ['Payload', ep.payload === 'thin' ? 'thin (no data: the receiver fetches the state)' : 'full'],
       ['Tenant', ep.tenant],
       ['Event types', ep.event_types.length ? ep.event_types.join(', ') : 'every type'],
-      ['Max concurrency', num(ep.max_concurrency)],
+      // A feed's lane appends up to this many entities at a time; a batch
+      // endpoint still POSTs one batch at a time.
+      ['Max concurrency', num(ep.max_concurrency) + (pull || batch ? ' (appends to the feed)' : '')],
       ['Status', ep.status + (ep.disabled_reason ? ' (' + ep.disabled_reason + ')' : '')],
       ['Paused', ep.paused ? 'yes' : 'no'],
       ['Created', fmtTime(ep.created_at)],
@@ -440,7 +470,7 @@ function endpointPage(ctx, id) {
         ['Parked', num(h.parked) + (h.parked_reason ? ' (' + h.parked_reason + ')' : '')],
         ['Oldest pending', fmtAge(h.oldest_pending_age_seconds)],
         ['Breaker', breakerText(h.breaker)],
-        ['Last minute', `${num(pm.delivered)} ${pull ? 'appended to the feed' : 'delivered'} · ${num(pm.failed)} retried · ${num(pm.dead)} dead · ${num(pm.superseded)} superseded`],
+        ['Last minute', `${num(pm.delivered)} ${pull || batch ? 'appended to the feed' : 'delivered'} · ${num(pm.failed)} retried · ${num(pm.dead)} dead · ${num(pm.superseded)} superseded`],
         ['Last success', fmtTime(h.last_success_at)],
         ['Owner', h.owner || '—'],
         ['Reported', fmtTime(h.updated_at)],
@@ -449,20 +479,37 @@ function endpointPage(ctx, id) {
       lastError.textContent = h.last_error || '';
       lastErrorNote.textContent = h.last_error ? 'At ' + fmtTime(h.last_error_at) : 'No error recorded.';
     }
-    drawFeed(pull);
+    drawFeed(pull, batch);
   };
 
-  const drawFeed = (pull) => {
-    feedPanel.hidden = !pull;
-    if (!pull) return;
+  const drawFeed = (pull, batch) => {
+    feedPanel.hidden = !pull && !batch;
+    if (feedPanel.hidden) return;
+    feedTitle.textContent = batch ? 'Batch sending' : 'Feed consumer';
+    feed.dataset.mode = ep.mode;
     const f = ep.feed;
     if (!f) {
+      delete feed.dataset.lag;
+      delete feed.dataset.acked;
       feed.replaceChildren(...kv([['Position', 'not available']]));
       feedNote.textContent = 'Kafka did not answer for the feed; retrying.';
       return;
     }
     feed.dataset.lag = String(f.lag);
     feed.dataset.acked = String(Boolean(f.acked_cursor));
+    if (batch) {
+      feed.replaceChildren(...kv([
+        ['Sent up to', el('code', { id: 'feed-acked', text: f.acked_cursor || f.start_cursor })],
+        ['To send', el('span', { id: 'feed-lag', text: feedLag(f, true) })],
+        ['Oldest unsent', el('span', { id: 'feed-oldest', text: feedOldest(f) })],
+        ['Oldest retained', el('code', { text: f.start_cursor })],
+        ['Next to append', el('code', { text: f.end_cursor })],
+      ]));
+      feedNote.textContent = 'Every event before the sent-up-to cursor was accepted by the URL with a 2xx or dead-lettered; ' +
+        'the events to send include the batch in flight, and the oldest of them counts in the oldest pending age.' +
+        (ep.paused ? ' Paused: nothing is sent until you resume.' : '');
+      return;
+    }
     feed.replaceChildren(...kv([
       ['Acknowledged', f.acked_cursor ? el('code', { id: 'feed-acked', text: f.acked_cursor }) : el('span', { id: 'feed-acked', text: 'not acknowledged' })],
       ['Lag', el('span', { id: 'feed-lag', text: feedLag(f) })],
