@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/table"
 )
 
 // record is an Endpoint as its value on the config topic: the secrets
@@ -37,34 +38,34 @@ func encodeRecord(e Endpoint, ring *secretbox.Ring) ([]byte, error) {
 	return json.Marshal(rec)
 }
 
-// decoded is a record read back: the endpoint, the key id its secrets were
-// sealed under ("" for plaintext) and, when they did not open, why (the
-// endpoint then has no secrets).
-type decoded struct {
-	e         Endpoint
-	keyID     string
-	secretErr error
-}
+// codec is the table codec of endpoint records, sealing with ring (nil:
+// plaintext).
+type codec struct{ ring *secretbox.Ring }
 
-// decodeRecord reads a record value of id. Only a value that is not an
-// endpoint of this id is an error; secrets that do not open are reported
-// in secretErr.
-func decodeRecord(id string, value []byte, ring *secretbox.Ring) (decoded, error) {
+func (codec) ID(e Endpoint) string { return e.ID }
+
+func (c codec) Encode(e Endpoint) ([]byte, error) { return encodeRecord(e, c.ring) }
+
+// Decode reads a record value of id. Only a value that is not an endpoint
+// of this id is an error. An endpoint whose secrets do not open is held:
+// without secrets, and paused, so that its deliveries wait in Kafka rather
+// than go out unsigned.
+func (c codec) Decode(id string, value []byte) (Endpoint, table.Seal, error) {
 	var rec record
 	if err := json.Unmarshal(value, &rec); err != nil {
-		return decoded{}, err
+		return Endpoint{}, table.Seal{}, err
 	}
 	if rec.ID != id {
-		return decoded{}, fmt.Errorf("record of key %q holds endpoint %q", id, rec.ID)
+		return Endpoint{}, table.Seal{}, fmt.Errorf("record of key %q holds endpoint %q", id, rec.ID)
 	}
-	d := decoded{e: rec.Endpoint}
+	e := rec.Endpoint
 	if rec.SecretsSealed == nil {
-		d.e.Secrets = rec.Secrets
-		return d, nil
+		e.Secrets = rec.Secrets
+		return e, table.Seal{}, nil
 	}
-	d.keyID = rec.SecretsSealed.KeyID
-	if err := ring.OpenJSON(sealAAD(id), rec.SecretsSealed, &d.e.Secrets); err != nil {
-		d.e.Secrets, d.secretErr = nil, err
+	seal := table.Seal{KeyID: rec.SecretsSealed.KeyID}
+	if seal.Err = c.ring.OpenJSON(sealAAD(id), rec.SecretsSealed, &e.Secrets); seal.Err != nil {
+		e.Secrets, e.Paused = nil, true
 	}
-	return d, nil
+	return e, seal, nil
 }

@@ -117,6 +117,20 @@ func configTopic(t *testing.T, b testenv.Backend) string {
 	return tc.Endpoints
 }
 
+// engineAndAPI returns the stores of two instances (the engine's and the
+// API's) on a fresh topic, once the API has written testEndpoint and the
+// engine has read it.
+func engineAndAPI(t *testing.T, b testenv.Backend) (topic string, engine, api *endpoint.Store) {
+	t.Helper()
+	topic = configTopic(t, b)
+	engine, api = newStore(t, b, topic), newStore(t, b, topic)
+	if err := api.Put(context.Background(), testEndpoint()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, engine, func(s *endpoint.Store) bool { _, ok := s.Get("ep_1"); return ok })
+	return topic, engine, api
+}
+
 // records returns how many records the topic has had (its end offset).
 func records(t *testing.T, b testenv.Backend, topic string) int64 {
 	t.Helper()
@@ -209,12 +223,7 @@ func TestDisableKeepsChangesMadeAfterTheRead(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			topic := configTopic(t, b)
-			engine, api := newStore(t, b, topic), newStore(t, b, topic)
-			if err := api.Put(ctx, testEndpoint()); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, engine, func(s *endpoint.Store) bool { _, ok := s.Get("ep_1"); return ok })
+			topic, engine, api := engineAndAPI(t, b)
 			read, _ := engine.Get("ep_1")
 			edited := rotate(read)
 			if err := api.Put(ctx, edited); err != nil {
@@ -239,11 +248,7 @@ func TestDisableRepairsAChangeRacingItsWrite(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			topic := configTopic(t, b)
-			engine, api := newStore(t, b, topic), newStore(t, b, topic)
-			if err := api.Put(ctx, testEndpoint()); err != nil {
-				t.Fatal(err)
-			}
+			topic, engine, api := engineAndAPI(t, b)
 			read, _ := api.Get("ep_1")
 			edited := rotate(read)
 			writes := 0
@@ -275,11 +280,7 @@ func TestDisableRestoresARacingDisable(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			topic := configTopic(t, b)
-			engine, api := newStore(t, b, topic), newStore(t, b, topic)
-			if err := api.Put(ctx, testEndpoint()); err != nil {
-				t.Fatal(err)
-			}
+			topic, engine, api := engineAndAPI(t, b)
 			read, _ := api.Get("ep_1")
 			operator := rotate(read)
 			operator.Status, operator.DisabledReason = endpoint.StatusDisabled, "by the operator"
@@ -310,12 +311,7 @@ func TestDisableDoesNotResurrectADeletedEndpoint(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			t.Run("deleted before", func(t *testing.T) {
-				topic := configTopic(t, b)
-				engine, api := newStore(t, b, topic), newStore(t, b, topic)
-				if err := api.Put(ctx, testEndpoint()); err != nil {
-					t.Fatal(err)
-				}
-				waitFor(t, engine, func(s *endpoint.Store) bool { _, ok := s.Get("ep_1"); return ok })
+				topic, engine, api := engineAndAPI(t, b)
 				if err := api.Delete(ctx, "ep_1"); err != nil {
 					t.Fatal(err)
 				}
@@ -332,12 +328,7 @@ func TestDisableDoesNotResurrectADeletedEndpoint(t *testing.T) {
 				everywhere(t, b, topic, nil, engine, api)
 			})
 			t.Run("deleted during", func(t *testing.T) {
-				topic := configTopic(t, b)
-				engine, api := newStore(t, b, topic), newStore(t, b, topic)
-				if err := api.Put(ctx, testEndpoint()); err != nil {
-					t.Fatal(err)
-				}
-				waitFor(t, engine, func(s *endpoint.Store) bool { _, ok := s.Get("ep_1"); return ok })
+				topic, engine, api := engineAndAPI(t, b)
 				endpoint.SetBeforeWrite(engine, sync.OnceFunc(func() {
 					if err := api.Delete(ctx, "ep_1"); err != nil {
 						t.Error(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/table"
 )
 
 // ErrSecretsUnavailable is returned by SourceStore.Put for a source whose
@@ -65,27 +66,36 @@ func encodeSource(src Source, ring *secretbox.Ring) ([]byte, error) {
 	return json.Marshal(rec)
 }
 
-// decodeSource reads a record value of id and returns the source and the
-// key id its secrets were sealed under ("" for plaintext). Secrets that do
-// not open leave the source held: no secrets, and heldErr set, so that
-// Verify rejects its requests rather than check them against nothing.
-func decodeSource(id string, value []byte, ring *secretbox.Ring) (Source, string, error) {
+// sourceCodec is the table codec of source records, sealing with ring
+// (nil: plaintext).
+type sourceCodec struct{ ring *secretbox.Ring }
+
+func (sourceCodec) ID(src Source) string { return src.ID }
+
+func (c sourceCodec) Encode(src Source) ([]byte, error) { return encodeSource(src, c.ring) }
+
+// Decode reads a record value of id. Secrets that do not open leave the
+// source held: no secrets, and heldErr set, so that Verify rejects its
+// requests rather than check them against nothing.
+func (c sourceCodec) Decode(id string, value []byte) (Source, table.Seal, error) {
 	var rec sourceRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
-		return Source{}, "", err
+		return Source{}, table.Seal{}, err
 	}
 	if rec.ID != id {
-		return Source{}, "", fmt.Errorf("record of key %q holds source %q", id, rec.ID)
+		return Source{}, table.Seal{}, fmt.Errorf("record of key %q holds source %q", id, rec.ID)
 	}
 	src := rec.Source
 	if rec.SecretsSealed == nil {
 		sourceSecrets{rec.Secret, rec.PreviousSecret, rec.CaptureToken, rec.PreviousCaptureToken}.setOn(&src)
-		return src, "", nil
+		return src, table.Seal{}, nil
 	}
 	var secrets sourceSecrets
-	if err := ring.OpenJSON(sourceAAD(id), rec.SecretsSealed, &secrets); err != nil {
-		src.heldErr, src.heldToken = err, rec.CaptureTokenSet
+	seal := table.Seal{KeyID: rec.SecretsSealed.KeyID}
+	if seal.Err = c.ring.OpenJSON(sourceAAD(id), rec.SecretsSealed, &secrets); seal.Err != nil {
+		src.heldErr, src.heldToken = seal.Err, rec.CaptureTokenSet
+		secrets = sourceSecrets{} // nothing half-opened
 	}
 	secrets.setOn(&src)
-	return src, rec.SecretsSealed.KeyID, nil
+	return src, seal, nil
 }

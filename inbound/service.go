@@ -226,7 +226,7 @@ func New(cfg Config) (*Service, error) {
 	defer func() {
 		if err != nil {
 			if s.sources != nil {
-				s.sources.client.Close()
+				s.sources.Stop() // never started: closes its client
 			}
 			s.closeClients()
 		}
