@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/signing"
 )
@@ -182,5 +189,98 @@ func (r *batchReceiver) waitFor(within time.Duration, what string, cond func() b
 		case <-deadline.C:
 			r.t.Fatalf("timed out after %s waiting for %s", within, what)
 		}
+	}
+}
+
+// A batch endpoint deleted while its receiver fails leaves nothing behind:
+// every event of its backlog becomes a dead letter (endpoint_deleted),
+// then its topic is deleted.
+func TestDeletedBatchEndpointDrainsIntoDeadLetters(t *testing.T) {
+	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
+		recv := newBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
+		a := startApp(t, b, nil)
+		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
+			"batch": map[string]any{"max_events": 5, "max_wait_ms": 1}})
+		recv.secret.Store(ep.Secret)
+		const events = 12
+		for i := range int(events) {
+			code, out := api.do("POST", "/v1/events", map[string]any{"type": "order.updated", "tenant": "acme",
+				"entity": fmt.Sprintf("order:%d", i%2), "revision": i + 1, "data": map[string]int{"i": i}})
+			if code != http.StatusAccepted {
+				t.Fatalf("publish: %d %s", code, out)
+			}
+		}
+		recv.waitFor(time.Minute, "a failed batch", func() bool { return recv.failures.Load() < 1<<30 })
+		// Every event must be in the backlog first: an event the fan-out
+		// meets after the delete is for no endpoint, and owes it nothing.
+		waitBacklog(t, api, ep.ID, events)
+		if code, out := api.do("DELETE", "/v1/endpoints/"+ep.ID, nil); code != http.StatusNoContent {
+			t.Fatalf("delete: %d %s", code, out)
+		}
+		// Deliveries still in the lane die there (no sequence: they never
+		// reached the backlog); the backlog's die in the runner, each with
+		// its sequence.
+		letters := waitDeadLetters(t, api, ep.ID, events)
+		ids, seqs := map[string]bool{}, map[int64]bool{}
+		for _, l := range letters {
+			if l.Reason != event.ReasonEndpointDeleted && l.Reason != event.ReasonMaxAttempts {
+				t.Errorf("dead letter %s: reason %s", l.ID, l.Reason)
+			}
+			if l.Delivery == nil || ids[l.ID] {
+				t.Errorf("dead letter %s: no delivery, or twice", l.ID)
+				continue
+			}
+			ids[l.ID] = true
+			if s := l.Delivery.Sequence; s != 0 {
+				if seqs[s] {
+					t.Errorf("sequence %d dead twice", s)
+				}
+				seqs[s] = true
+			}
+		}
+		if len(seqs) == 0 {
+			t.Error("no dead letter came from the backlog: the test did not reach the runner's drain")
+		}
+		topic := a.Topics().BatchFeed(ep.ID)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			listed, err := adm.ListTopics(context.Background(), topic)
+			if d, ok := listed[topic]; err == nil && (!ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the deleted endpoint's backlog topic %s is still there", topic)
+			}
+			time.Sleep(100 * time.Millisecond) // polling Kafka's metadata: no event tells of a deleted topic
+		}
+	})
+}
+
+// waitBacklog waits until the batch endpoint's backlog holds n events.
+func waitBacklog(t *testing.T, api apiClient, id string, n int64) {
+	t.Helper()
+	want := feed.Cursor(n)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out := api.do("GET", "/v1/endpoints/"+id, nil)
+		var e struct {
+			Feed *struct {
+				EndCursor string `json:"end_cursor"`
+			} `json:"feed"`
+		}
+		if code == http.StatusOK && json.Unmarshal(out, &e) == nil && e.Feed != nil && e.Feed.EndCursor == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backlog of %s never held %d events: %d %s", id, n, code, out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API: no event tells of an append
 	}
 }
