@@ -80,9 +80,8 @@ type SecretsReport struct {
 // cluster with cfg's key ring and, when rewrite is set, rewrites every
 // record not sealed under the newest key (plaintext ones included). It
 // runs beside the serving instances: they need every key it uses in their
-// key files. Endpoints are rewritten through endpoint.Store.Update, which
-// keeps a change another writer makes meanwhile; sources are rewritten
-// blind (see inbound.SourceStore.Rekey).
+// key files. Endpoints and sources are both rewritten through their
+// table's Update, which keeps a change another writer makes meanwhile.
 func RekeySecrets(ctx context.Context, cfg Config, rewrite bool) (SecretsReport, error) {
 	if len(cfg.KafkaBrokers) == 0 {
 		return SecretsReport{}, errors.New("--kafka-brokers is required: rekey works on a running cluster (for the embedded Kafka, its address)")
