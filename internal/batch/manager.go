@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,8 +117,9 @@ type Manager struct {
 
 	orphansAt time.Time // when the topics were last listed for orphans
 
-	stop chan struct{}
-	done chan struct{}
+	started atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // New returns a Manager; Start runs it.
@@ -147,13 +149,18 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // Start runs the rescan loop until Stop.
-func (m *Manager) Start() { go m.loop() }
+func (m *Manager) Start() {
+	m.started.Store(true)
+	go m.loop()
+}
 
 // Stop stops every runner (a batch in flight is canceled: the next owner
-// sends it again) and the loop.
+// sends it again) and the loop. It may be called once, started or not.
 func (m *Manager) Stop() {
 	close(m.stop)
-	<-m.done
+	if m.started.Load() {
+		<-m.done
+	}
 	m.mu.Lock()
 	rs := make([]*runner, 0, len(m.runners))
 	for id, r := range m.runners {
