@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/testenv"
@@ -282,5 +284,42 @@ func waitBacklog(t *testing.T, api apiClient, id string, n int64) {
 			t.Fatalf("the backlog of %s never held %d events: %d %s", id, n, code, out)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the API: no event tells of an append
+	}
+}
+
+// A paused batch endpoint sends nothing, but its backlog still dies of
+// old age: max_age holds whatever the pause, so the topic's retention
+// (longer) never drops an event without its dead letter.
+func TestPausedBatchEndpointBacklogExpires(t *testing.T) {
+	recv := newBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
+	a := startApp(t, testenv.Embedded, func(c *app.Config) {
+		c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 1000, MaxAge: 3 * time.Second}
+	})
+	api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+	ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
+		"batch": map[string]any{"max_events": 2, "max_wait_ms": 1}})
+	recv.secret.Store(ep.Secret)
+	for i := range 4 {
+		code, out := api.do("POST", "/v1/events", map[string]any{"type": "order.updated", "tenant": "acme",
+			"entity": "order:1", "revision": i + 1, "data": map[string]int{"i": i}})
+		if code != http.StatusAccepted {
+			t.Fatalf("publish: %d %s", code, out)
+		}
+	}
+	waitBacklog(t, api, ep.ID, 4)
+	if code, out := api.do("POST", "/v1/endpoints/"+ep.ID+"/pause", nil); code != http.StatusOK {
+		t.Fatalf("pause: %d %s", code, out)
+	}
+	// The store applies the pause at once; a batch already on its way may
+	// still end, none may start after it.
+	sentAtPause := (1 << 30) - recv.failures.Load()
+	letters := waitDeadLetters(t, api, ep.ID, 4)
+	for _, l := range letters {
+		if l.Reason != event.ReasonMaxAge || l.Delivery == nil || l.Delivery.Sequence == 0 {
+			t.Errorf("dead letter %s: reason %s, delivery %+v; want max_age with its sequence", l.ID, l.Reason, l.Delivery)
+		}
+	}
+	if sent := (1 << 30) - recv.failures.Load(); sent > sentAtPause+1 {
+		t.Errorf("%d batches sent after the pause", sent-sentAtPause)
 	}
 }
