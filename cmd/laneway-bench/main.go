@@ -24,7 +24,10 @@
 // feeds to long-polling consumers (-feed-consumers, 100) while push
 // endpoints on the same deliveries partitions carry -push-rate (10,000
 // events/s), and reports the events/s served, the page latency and the
-// publish → read latency.
+// publish → read latency. -scenario batch delivers the same events (1 KiB
+// by default) to -endpoints push endpoints, then to as many batch
+// endpoints (-batch-max-events, 100), and compares their deliveries/s,
+// receiver requests/s and CPU per event.
 package main
 
 import (
@@ -108,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var brokers string
 	fs := flag.NewFlagSet("laneway-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, incident, backlog, cost, drain or feed (see the package doc)")
+	fs.StringVar(&c.Scenario, "scenario", "throughput", "throughput, incident, backlog, cost, drain, feed or batch (see the package doc)")
 	fs.IntVar(&c.RawRequests, "raw-requests", 50000, "requests in the raw HTTP baseline (0 skips it)")
 	fs.IntVar(&c.RawConcurrency, "raw-concurrency", 64, "concurrent workers in the raw HTTP baseline")
 	fs.IntVar(&c.Events, "events", 100000, "events to publish in the measured run")

@@ -54,6 +54,9 @@ type scenarioFlags struct {
 	// events before its next read, as one handling its page would; 0
 	// reads again at once, so every read long-polls for the next event.
 	FeedPause time.Duration
+
+	BatchMaxEvents int           // batch: the batch endpoints' max_events
+	BatchMaxWait   time.Duration // batch: their max_wait_ms
 }
 
 func (f *scenarioFlags) register(fs *flag.FlagSet) {
@@ -82,6 +85,8 @@ func (f *scenarioFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.PushRate, "push-rate", 10000, "feed: events/s spread round-robin over the push endpoints (-endpoints) on the same partitions (0: none)")
 	fs.DurationVar(&f.FeedWait, "feed-wait", 25*time.Second, "feed: how long each read waits for new events (up to 30s)")
 	fs.DurationVar(&f.FeedPause, "feed-pause", 0, "feed: a consumer's pause after a page with events, handling it (0: read again at once; with a pause the next read finds events waiting, and its latency is the time to serve a page)")
+	fs.IntVar(&f.BatchMaxEvents, "batch-max-events", 100, "batch: max_events of the batch endpoints (1 to 1000)")
+	fs.DurationVar(&f.BatchMaxWait, "batch-max-wait", 100*time.Millisecond, "batch: max_wait of the batch endpoints (what a batch that is not full waits once the feed is read; 0 to 60s)")
 }
 
 func parseCounts(v string) ([]int, error) {
@@ -130,8 +135,12 @@ func (c *config) applyScenarioDefaults(set map[string]bool) error {
 	case "feed":
 		def("endpoints", func() { c.Endpoints = 10 })
 		def("duration", func() { c.Duration = 30 * time.Second })
+	case "batch":
+		def("endpoints", func() { c.Endpoints = 10 })
+		def("events", func() { c.Events = 50000 })
+		def("data-bytes", func() { c.DataBytes = 1024 })
 	default:
-		return fmt.Errorf("unknown -scenario %q (throughput, incident, backlog, cost, drain, feed)", c.Scenario)
+		return fmt.Errorf("unknown -scenario %q (throughput, incident, backlog, cost, drain, feed, batch)", c.Scenario)
 	}
 	if c.States && c.Scenario != "backlog" {
 		return fmt.Errorf("-states applies to -scenario backlog only, not %q", c.Scenario)
@@ -149,6 +158,8 @@ func (f scenarioFlags) validate() error {
 		return errors.New("-cost-deliveries, -drain-limit, -drain-delay, -drain-backlog and -drain-entities must be positive")
 	case f.FeedConsumers < 1 || f.FeedRate <= 0 || f.PushRate < 0 || f.FeedWait < 0 || f.FeedWait > receiver.MaxFeedWait || f.FeedPause < 0:
 		return errors.New("-feed-consumers and -feed-rate must be positive, -push-rate and -feed-pause not negative, -feed-wait from 0 to 30s")
+	case f.BatchMaxEvents < 1 || f.BatchMaxEvents > 1000 || f.BatchMaxWait < 0 || f.BatchMaxWait > time.Minute:
+		return errors.New("-batch-max-events must be from 1 to 1000, -batch-max-wait from 0 to 60s")
 	}
 	return nil
 }
@@ -178,7 +189,7 @@ type lanewaySettings struct {
 
 func runScenario(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	run := map[string]func(context.Context, config, io.Writer) (report, error){
-		"incident": runIncident, "backlog": runBacklog, "cost": runCost, "drain": runDrain, "feed": runFeed,
+		"incident": runIncident, "backlog": runBacklog, "cost": runCost, "drain": runDrain, "feed": runFeed, "batch": runBatch,
 	}[cfg.Scenario]
 	rep, err := run(ctx, cfg, stderr)
 	if err != nil {

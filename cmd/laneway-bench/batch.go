@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/signing"
+)
+
+// batchReport is what the batch scenario measured: the same events, at
+// the same rate, delivered to push endpoints and then to batch endpoints
+// by one Laneway in process.
+type batchReport struct {
+	Endpoints      int     `json:"endpoints_per_mode"`
+	Events         int     `json:"events_per_mode"`
+	DataBytes      int     `json:"data_bytes"`
+	Entities       int     `json:"entities_per_endpoint"`
+	Rate           float64 `json:"rate_target"`
+	MaxConcurrency int     `json:"max_concurrency"`
+	MaxEvents      int     `json:"batch_max_events"`
+	MaxWaitMs      float64 `json:"batch_max_wait_ms"`
+	SetupSeconds   float64 `json:"setup_s"`
+
+	Push  modeResult `json:"push"`
+	Batch modeResult `json:"batch"`
+	// Ratio is batch deliveries/s over push deliveries/s.
+	Ratio float64 `json:"batch_to_push"`
+
+	PushReceiver benchrecv.Stats `json:"push_receiver"`
+	BatchChecks  batchChecks     `json:"batch_checks"`
+}
+
+// modeResult is one mode's phase: Received counts the events its
+// receivers accepted (each once), Seconds runs from the first publish to
+// the last receipt.
+type modeResult struct {
+	Published         int            `json:"published"`
+	Received          int64          `json:"received"`
+	Seconds           float64        `json:"seconds"`
+	PerSecond         float64        `json:"deliveries_per_s"`
+	PublishPerSecond  float64        `json:"publish_per_s"`
+	Requests          int64          `json:"receiver_requests"`
+	RequestsPerSecond float64        `json:"receiver_requests_per_s"`
+	Latency           latencySummary `json:"publish_to_receipt"`
+	Usage             usage          `json:"usage"`
+	Incomplete        string         `json:"incomplete,omitempty"`
+}
+
+// batchChecks is what the batch receivers found, over every batch
+// endpoint.
+type batchChecks struct {
+	Batches int `json:"batches"`
+	Largest int `json:"largest_batch"`
+	// Gaps counts events whose sequence was not the one after the
+	// previous event's (a skip or a step back); Order those at or below
+	// their entity's last revision; Duplicates those received before.
+	Gaps       int64 `json:"sequence_gaps"`
+	Order      int64 `json:"order_violations"`
+	Duplicates int64 `json:"duplicates"`
+	Unmatched  int64 `json:"unmatched"`
+	// Bad counts requests refused: unreadable, or a webhook-id other than
+	// batch_<endpoint>_<first>_<last> (or, with -verify, a bad signature).
+	Bad int64 `json:"bad_requests"`
+	// Overlaps counts requests that arrived while another batch of their
+	// endpoint was in flight.
+	Overlaps int64 `json:"overlaps"`
+}
+
+// runBatch creates -endpoints push endpoints and as many batch endpoints
+// (a tenant each), then publishes -events events of -data-bytes to the
+// push endpoints and waits for all of them, then the same to the batch
+// endpoints, each at -rate, and compares the two.
+func runBatch(ctx context.Context, cfg config, stderr io.Writer) (report, error) {
+	entities := max(cfg.Entities/cfg.Endpoints, 1)
+	p := newPlan(cfg.DataBytes, true,
+		stream{count: cfg.Events, first: 0, endpoints: cfg.Endpoints, entities: entities, rate: cfg.Rate},
+		stream{count: cfg.Events, first: cfg.Endpoints, endpoints: cfg.Endpoints, entities: entities, rate: cfg.Rate})
+	t0 := time.Now()
+	r, err := startRig(ctx, cfg, p, cfg.Endpoints, func(int) int { return cfg.MaxConcurrency }, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(stderr)
+	br, err := startBatchRecv(p, cfg.Endpoints, cfg.Verify)
+	if err != nil {
+		return nil, err
+	}
+	defer br.close()
+	fmt.Fprintf(stderr, "creating %d batch endpoints...\n", cfg.Endpoints)
+	if err := br.createEndpoints(ctx, "http://"+r.lw.app.HTTPAddr()+"/v1/endpoints", cfg); err != nil {
+		return nil, err
+	}
+	if err := br.warmup(ctx, r, p); err != nil {
+		return nil, err
+	}
+	rep := &batchReport{Endpoints: cfg.Endpoints, Events: cfg.Events, DataBytes: cfg.DataBytes, Entities: entities, Rate: cfg.Rate,
+		MaxConcurrency: cfg.MaxConcurrency, MaxEvents: cfg.BatchMaxEvents, MaxWaitMs: ms(cfg.BatchMaxWait), SetupSeconds: time.Since(t0).Seconds()}
+	rep.Push = measureMode(ctx, cfg, r, p, 0, pushReceipts{r.recv}, stderr)
+	rep.Batch = measureMode(ctx, cfg, r, p, 1, br, stderr)
+	if rep.Push.PerSecond > 0 {
+		rep.Ratio = rep.Batch.PerSecond / rep.Push.PerSecond
+	}
+	rep.PushReceiver, rep.BatchChecks = r.recv.Stats(), br.checks()
+	return rep, nil
+}
+
+// receipts is what a phase reads from its receiver.
+type receipts interface {
+	Received() int64           // distinct expected events
+	ReceivedAt(slot int) int64 // Unix ns of the slot's first receipt, 0: none
+	Requests() int64
+}
+
+// pushReceipts reads the push endpoints' receiver.
+type pushReceipts struct{ *benchrecv.Receiver }
+
+func (p pushReceipts) Requests() int64 { return p.Stats().Requests }
+
+// measureMode publishes stream i of p and waits until its receiver has
+// every event.
+func measureMode(ctx context.Context, cfg config, r *rig, p *plan, i int, rc receipts, stderr io.Writer) modeResult {
+	s := p.streams[i]
+	res := modeResult{Published: s.count}
+	name := [...]string{"push", "batch"}[i]
+	fmt.Fprintf(stderr, "%s: publishing %d events...\n", name, s.count)
+	received0, requests0 := rc.Received(), rc.Requests()
+	pb := &publishing{}
+	u := startUsage(cfg.BrokerPID)
+	smp := startSampler(cfg.Sample, func(now time.Time) {
+		fmt.Fprintf(stderr, "  %s %5.1fs  published %d  received %d\n", name, now.Sub(u.wall).Seconds(), pb.acked.Load(), rc.Received()-received0)
+	})
+	defer smp.stop()
+	one := &plan{streams: []stream{s}, slots: p.slots, data: p.data, at: p.at}
+	if err := publishPlan(ctx, r.prod, one, pb); err != nil {
+		res.Incomplete = err.Error()
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := waitUntil(waitCtx, func() bool { return rc.Received()-received0 >= int64(s.count) }); err != nil && res.Incomplete == "" {
+		res.Incomplete = fmt.Sprintf("%s: gave up waiting: %d of %d events received: %v", name, rc.Received()-received0, s.count, err)
+	}
+	res.Received = rc.Received() - received0
+	res.Usage = u.since(res.Received)
+	res.Requests = rc.Requests() - requests0
+	res.fill(s, p, rc, pb)
+	return res
+}
+
+// fill works out the rates and latencies from the receipts.
+func (res *modeResult) fill(s stream, p *plan, rc receipts, pb *publishing) {
+	lat := make([]time.Duration, 0, s.count)
+	var last int64
+	for slot := s.base; slot < s.base+s.count; slot++ {
+		if at := rc.ReceivedAt(slot); at != 0 {
+			lat = append(lat, time.Duration(at-p.at[slot]))
+			last = max(last, at)
+		}
+	}
+	res.Latency = summarizeDurations(lat)
+	if d := pb.end.Sub(pb.start).Seconds(); d > 0 {
+		res.PublishPerSecond = float64(s.count) / d
+	}
+	if last > 0 {
+		res.Seconds = time.Unix(0, last).Sub(pb.start).Seconds()
+		res.PerSecond = float64(res.Received) / res.Seconds
+		res.RequestsPerSecond = float64(res.Requests) / res.Seconds
+	}
+}
+
+// batchRecv receives the batch endpoints' batches, one port each, and
+// checks every batch as it comes: the sequence of each event follows the
+// previous one's (one order for the endpoint, no crash here to repeat
+// anything), each entity's revisions rise, nothing arrives twice, and
+// never two batches of one endpoint are in flight at once.
+type batchRecv struct {
+	plan      *plan
+	first     int // the plan's endpoint number of batch endpoint 0
+	verify    bool
+	eps       []*batchTally
+	listeners []net.Listener
+	srv       *http.Server
+	serving   sync.WaitGroup
+
+	receipts                   []atomic.Int64 // by slot: Unix ns of the first receipt
+	received, requests, warmed atomic.Int64
+}
+
+// batchTally is one batch endpoint's record.
+type batchTally struct {
+	id, secret string // set before any event is published
+	inFlight   atomic.Int64
+
+	mu                      sync.Mutex
+	next                    int64         // the sequence due next
+	last                    map[int]int64 // entity → highest revision received
+	batches, largest        int
+	gaps, order, duplicates int64
+	unmatched, bad, overlap int64
+}
+
+// batchItem is what the receiver reads of an event of a batch.
+type batchItem struct {
+	Sequence int64  `json:"sequence"`
+	ID       string `json:"id"`
+}
+
+func startBatchRecv(p *plan, endpoints int, verify bool) (*batchRecv, error) {
+	br := &batchRecv{plan: p, first: endpoints, verify: verify, receipts: make([]atomic.Int64, p.slots)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /b/{n}", br.serve)
+	br.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	for range endpoints {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			br.close()
+			return nil, err
+		}
+		br.listeners = append(br.listeners, ln)
+		br.eps = append(br.eps, &batchTally{next: 1, last: map[int]int64{}})
+		br.serving.Go(func() { _ = br.srv.Serve(ln) })
+	}
+	return br, nil
+}
+
+func (br *batchRecv) close() {
+	_ = br.srv.Close()
+	for _, ln := range br.listeners {
+		_ = ln.Close()
+	}
+	br.serving.Wait()
+}
+
+// url is batch endpoint n's URL: a port of its own, as a real endpoint
+// has a host of its own.
+func (br *batchRecv) url(n int) string {
+	return fmt.Sprintf("http://%s/b/%d", br.listeners[n].Addr(), n)
+}
+
+// createEndpoints creates the batch endpoints, endpoint n of tenant
+// tenantName(first + n).
+func (br *batchRecv) createEndpoints(ctx context.Context, url string, cfg config) error {
+	client := &http.Client{Timeout: 30 * time.Second}
+	return forEachParallel(ctx, len(br.eps), func(ctx context.Context, n int) error {
+		var created struct{ ID, Secret string }
+		body := map[string]any{"tenant": tenantName(br.first + n), "mode": "batch", "url": br.url(n), "max_concurrency": cfg.MaxConcurrency,
+			"batch": map[string]any{"max_events": cfg.BatchMaxEvents, "max_wait_ms": cfg.BatchMaxWait.Milliseconds()}}
+		if err := postJSON(ctx, client, url, body, &created); err != nil {
+			return fmt.Errorf("batch endpoint %d: %w", n, err)
+		}
+		br.eps[n].id, br.eps[n].secret = created.ID, created.Secret
+		return nil
+	})
+}
+
+// warmup sends one event of its own to each batch endpoint and waits
+// until all of them arrived: a new batch endpoint's runner starts at the
+// next rescan (within a second), which the measured phase must not wait
+// for. The warm-up events take sequence 1 and are not counted.
+func (br *batchRecv) warmup(ctx context.Context, r *rig, p *plan) error {
+	recs := make([]*kgo.Record, len(br.eps))
+	for n := range br.eps {
+		key := "warmup:" + strconv.Itoa(n)
+		recs[n] = &kgo.Record{Key: []byte(key), Value: appendEnvelope(nil, warmupID+strconv.Itoa(n), tenantName(br.first+n), key, 1, false, time.Now(), p.data)}
+	}
+	if err := r.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("batch warm-up: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := waitUntil(ctx, func() bool { return br.warmed.Load() >= int64(len(br.eps)) }); err != nil {
+		return fmt.Errorf("batch warm-up: %d of %d endpoints received their event: %w", br.warmed.Load(), len(br.eps), err)
+	}
+	return nil
+}
+
+// warmupID prefixes the warm-up events' ids; the plan's are "e<slot>".
+const warmupID = "w"
+
+// serve takes one batch.
+func (br *batchRecv) serve(w http.ResponseWriter, req *http.Request) {
+	var n int
+	if _, err := fmt.Sscan(req.PathValue("n"), &n); err != nil || n < 0 || n >= len(br.eps) {
+		http.NotFound(w, req)
+		return
+	}
+	t := br.eps[n]
+	if t.inFlight.Add(1) > 1 {
+		t.mu.Lock()
+		t.overlap++
+		t.mu.Unlock()
+	}
+	defer t.inFlight.Add(-1)
+	br.requests.Add(1)
+	items, err := br.read(t, req)
+	if err != nil {
+		t.mu.Lock()
+		t.bad++
+		t.mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	br.tally(n, t, items, time.Now().UnixNano())
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// read reads and checks a batch: its body, its webhook-id and, with
+// -verify, its signature.
+func (br *batchRecv) read(t *batchTally, req *http.Request) ([]batchItem, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if br.verify {
+		if err := signing.Verify(req.Header, body, []string{t.secret}, time.Minute, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	var b struct {
+		Batch []batchItem `json:"batch"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	if len(b.Batch) == 0 {
+		return nil, errors.New("an empty batch")
+	}
+	want := fmt.Sprintf("batch_%s_%d_%d", t.id, b.Batch[0].Sequence, b.Batch[len(b.Batch)-1].Sequence)
+	if req.Header.Get("webhook-id") != want {
+		return nil, fmt.Errorf("webhook-id %q, want %q", req.Header.Get("webhook-id"), want)
+	}
+	return b.Batch, nil
+}
+
+// tally records batch endpoint n's batch, received at.
+func (br *batchRecv) tally(n int, t *batchTally, items []batchItem, at int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.batches++
+	t.largest = max(t.largest, len(items))
+	for _, it := range items {
+		if it.Sequence != t.next {
+			t.gaps++
+		}
+		t.next = it.Sequence + 1
+		if strings.HasPrefix(it.ID, warmupID) {
+			br.warmed.Add(1)
+			continue
+		}
+		d, ok := br.plan.lookup(br.first+n, it.ID)
+		if !ok {
+			t.unmatched++
+			continue
+		}
+		if d.Revision <= t.last[d.Entity] {
+			t.order++
+		}
+		t.last[d.Entity] = max(t.last[d.Entity], d.Revision)
+		if br.receipts[d.Slot].CompareAndSwap(0, at) {
+			br.received.Add(1)
+		} else {
+			t.duplicates++
+		}
+	}
+}
+
+func (br *batchRecv) Received() int64           { return br.received.Load() }
+func (br *batchRecv) ReceivedAt(slot int) int64 { return br.receipts[slot].Load() }
+func (br *batchRecv) Requests() int64           { return br.requests.Load() }
+
+// checks sums the tallies.
+func (br *batchRecv) checks() batchChecks {
+	var c batchChecks
+	for _, t := range br.eps {
+		t.mu.Lock()
+		c.Batches += t.batches
+		c.Largest = max(c.Largest, t.largest)
+		c.Gaps, c.Order, c.Duplicates = c.Gaps+t.gaps, c.Order+t.order, c.Duplicates+t.duplicates
+		c.Unmatched, c.Bad, c.Overlaps = c.Unmatched+t.unmatched, c.Bad+t.bad, c.Overlaps+t.overlap
+		t.mu.Unlock()
+	}
+	return c
+}
+
+func (rep *batchReport) failures() []string {
+	var out []string
+	for _, m := range []modeResult{rep.Push, rep.Batch} {
+		if m.Incomplete != "" {
+			out = append(out, m.Incomplete)
+		}
+	}
+	c := rep.BatchChecks
+	checks := []struct {
+		bad  bool
+		what string
+	}{
+		{rep.Push.Received < int64(rep.Push.Published), fmt.Sprintf("%d of %d push deliveries missing", int64(rep.Push.Published)-rep.Push.Received, rep.Push.Published)},
+		{rep.Batch.Received < int64(rep.Batch.Published), fmt.Sprintf("%d of %d batch events missing", int64(rep.Batch.Published)-rep.Batch.Received, rep.Batch.Published)},
+		{c.Gaps > 0, fmt.Sprintf("%d batch events out of sequence (a skip or a step back)", c.Gaps)},
+		{c.Order > 0, fmt.Sprintf("%d batch events at or below their entity's last revision", c.Order)},
+		{c.Duplicates > 0, fmt.Sprintf("%d batch events received twice (none expected without a crash)", c.Duplicates)},
+		{c.Largest > rep.MaxEvents, fmt.Sprintf("a batch of %d events, above max_events %d", c.Largest, rep.MaxEvents)},
+		{c.Overlaps > 0, fmt.Sprintf("%d batches arrived while another of their endpoint was in flight", c.Overlaps)},
+		{c.Unmatched > 0 || c.Bad > 0, fmt.Sprintf("%d unexpected batch events, %d batches refused", c.Unmatched, c.Bad)},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			out = append(out, ch.what)
+		}
+	}
+	return append(out, receiptsCheck(rep.PushReceiver)...)
+}
+
+func (rep *batchReport) writeText(w io.Writer) {
+	rate := "as fast as Kafka takes them"
+	if rep.Rate > 0 {
+		rate = fmt.Sprintf("at %.0f/s", rep.Rate)
+	}
+	fmt.Fprintf(w, "  %d push endpoints, then %d batch endpoints (max_events %d, max_wait %s), max_concurrency %d, %d entities each; per mode %d events with %d-byte data published %s; set up in %.2fs\n\n",
+		rep.Endpoints, rep.Endpoints, rep.MaxEvents, fmtMs(rep.MaxWaitMs), rep.MaxConcurrency, rep.Entities, rep.Events, rep.DataBytes, rate, rep.SetupSeconds)
+	fmt.Fprintf(w, "  %-5s  %9s  %12s  %9s  %10s  %10s  %17s  %13s  %12s\n", "mode", "received", "deliveries/s", "publish/s", "requests/s", "events/req", "p50 / p99", "CPU µs/event", "broker µs/ev")
+	for _, m := range []struct {
+		name string
+		r    modeResult
+	}{{"push", rep.Push}, {"batch", rep.Batch}} {
+		perReq := float64(m.r.Received) / float64(max(m.r.Requests, 1))
+		fmt.Fprintf(w, "  %-5s  %9d  %12.0f  %9.0f  %10.0f  %10.1f  %17s  %13.1f  %12.1f\n", m.name, m.r.Received, m.r.PerSecond, m.r.PublishPerSecond,
+			m.r.RequestsPerSecond, perReq, fmtMs(m.r.Latency.P50Ms)+" / "+fmtMs(m.r.Latency.P99Ms), m.r.Usage.CPUMicrosPerDeliv, m.r.Usage.BrokerCPUMicrosPerDeliv)
+	}
+	fmt.Fprintf(w, "\n  batch ÷ push: %.2f× the deliveries/s", rep.Ratio)
+	if p, b := rep.Push.Usage.CPUMicrosPerDeliv, rep.Batch.Usage.CPUMicrosPerDeliv; p > 0 && b > 0 {
+		fmt.Fprintf(w, ", %.2f× the process CPU per event", b/p)
+	}
+	fmt.Fprintf(w, "; process %.2f / %.2f cores busy", rep.Push.Usage.CPUCores, rep.Batch.Usage.CPUCores)
+	if rep.Batch.Usage.BrokerCPUCores > 0 {
+		fmt.Fprintf(w, ", broker %.2f / %.2f", rep.Push.Usage.BrokerCPUCores, rep.Batch.Usage.BrokerCPUCores)
+	}
+	c := rep.BatchChecks
+	fmt.Fprintf(w, "\n  batches: %d, largest %d; sequence gaps %d, order violations %d, duplicates %d, overlaps %d, unmatched %d, refused %d\n",
+		c.Batches, c.Largest, c.Gaps, c.Order, c.Duplicates, c.Overlaps, c.Unmatched, c.Bad)
+	fmt.Fprintf(w, "  push receiver: %+v\n", rep.PushReceiver)
+}
