@@ -160,9 +160,10 @@ func (run *feedRun) measure(ctx context.Context, feeds []feedEndpoint, rep *feed
 		cfg.FeedRate, len(feeds), cfg.PushRate, cfg.Endpoints, cfg.Duration)
 	pb := &publishing{}
 	cpu0, broker0 := processCPU(), pidCPU(cfg.BrokerPID)
+	began := time.Now() // publishPlan sets pb.start itself: the sampler must not read it
 	smp := startSampler(cfg.Sample, func(now time.Time) {
 		fmt.Fprintf(stderr, "  %5.1fs  published %d  served %d  push received %d\n",
-			now.Sub(pb.start).Seconds(), pb.acked.Load(), run.served(), run.rig.recv.Received())
+			now.Sub(began).Seconds(), pb.acked.Load(), run.served(), run.rig.recv.Received())
 	})
 	if err := publishPlan(ctx, run.rig.prod, run.plan, pb); err != nil {
 		rep.Incomplete = err.Error()
