@@ -189,7 +189,9 @@ func (r *batchReceiver) waitFor(within time.Duration, what string, cond func() b
 		select {
 		case <-r.changed:
 		case <-deadline.C:
-			r.t.Fatalf("timed out after %s waiting for %s", within, what)
+			batches, tooLarge, bad := r.snapshot()
+			r.t.Fatalf("timed out after %s waiting for %s (receiver: %d batches accepted, %d too large, %d bad, %d failures left)",
+				within, what, len(batches), tooLarge, bad, r.failures.Load())
 		}
 	}
 }
@@ -213,10 +215,10 @@ func TestDeletedBatchEndpointDrainsIntoDeadLetters(t *testing.T) {
 				t.Fatalf("publish: %d %s", code, out)
 			}
 		}
-		recv.waitFor(time.Minute, "a failed batch", func() bool { return recv.failures.Load() < 1<<30 })
 		// Every event must be in the backlog first: an event the fan-out
 		// meets after the delete is for no endpoint, and owes it nothing.
 		waitBacklog(t, api, ep.ID, events)
+		recv.waitFor(2*time.Minute, "a failed batch", func() bool { return recv.failures.Load() < 1<<30 })
 		if code, out := api.do("DELETE", "/v1/endpoints/"+ep.ID, nil); code != http.StatusNoContent {
 			t.Fatalf("delete: %d %s", code, out)
 		}

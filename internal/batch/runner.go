@@ -60,12 +60,16 @@ func (r *runner) run(ctx context.Context) {
 // begin reads the committed cursor and loads the endpoint's breaker,
 // retrying until both are read or the runner is stopped.
 func (r *runner) begin(ctx context.Context) (*Core, bool) {
-	if err := r.m.cfg.Breakers.Warm(ctx, []string{r.id}); err != nil {
+	warmCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // Redis holds no truth: never wait long on it
+	err := r.m.cfg.Breakers.Warm(warmCtx, []string{r.id})
+	cancel()
+	if err != nil {
 		r.m.log.Warn("batch: breaker state not loaded; starting closed", "endpoint", r.id, "err", err)
 	}
 	for attempt := 1; ; attempt++ {
 		from, err := r.cursor(ctx)
 		if err == nil {
+			r.m.log.Info("batch runner started", "endpoint", r.id, "partition", r.part, "cursor", from)
 			return NewCore(from, r.m.cfg.Retry, r.m.cfg.Rand), true
 		}
 		r.m.log.Warn("batch: reading the cursor failed; retrying", "endpoint", r.id, "err", err)
