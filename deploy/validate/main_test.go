@@ -2,7 +2,9 @@
 // its build context, docker-compose.yml, the Kustomize manifests, the
 // Prometheus configuration and alert rules and the Grafana dashboard. It is
 // a module of its own so that the Kubernetes, Compose and Prometheus
-// libraries it needs stay out of Laneway's go.mod. Run it from here:
+// libraries it needs stay out of Laneway's go.mod, and it imports none of
+// Laneway's packages: it runs the laneway binary, built from the repository.
+// Run it from here:
 //
 //	cd deploy/validate && go test ./...
 package validate

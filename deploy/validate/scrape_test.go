@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -19,14 +19,9 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/topics"
 )
 
-// scrape is one /metrics body of a real, embedded Laneway and the metric
+// scrape is one /metrics body of a real `laneway serve` and the metric
 // family names it exposed (histograms and summaries also expose their
 // _bucket/_sum/_count series names).
 type scrape struct {
@@ -40,8 +35,8 @@ var (
 	scrapeErr  error
 )
 
-// lanewayScrape starts Laneway once per test binary (embedded Kafka and
-// Redis, loopback only), drives traffic through it until every metric the
+// lanewayScrape starts `laneway serve` once per test binary (embedded Kafka
+// and Redis, loopback only), drives traffic through it until every metric the
 // deploy artifacts use has been exposed, and returns the last scrape.
 //
 // Per-label metrics (deliveries by outcome, dead letters by reason, parks
@@ -51,14 +46,18 @@ var (
 // answering 413 (dead letter) and a slow one (parked).
 func lanewayScrape(t *testing.T, want []string) *scrape {
 	t.Helper()
-	scrapeOnce.Do(func() { scraped, scrapeErr = runScrape(want) })
+	bin, err := lanewayBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrapeOnce.Do(func() { scraped, scrapeErr = runScrape(bin, want) })
 	if scrapeErr != nil {
 		t.Fatalf("scrape a real Laneway: %v", scrapeErr)
 	}
 	return scraped
 }
 
-func runScrape(want []string) (*scrape, error) {
+func runScrape(bin string, want []string) (ret *scrape, retErr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -92,25 +91,43 @@ func runScrape(want []string) (*scrape, error) {
 	}
 
 	const token = "validate-test-token-0123456789abcdef"
-	a, err := app.Start(ctx, app.Config{
-		EmbeddedKafkaAddr: "127.0.0.1:0",
-		HTTPAddr:          "127.0.0.1:0",
-		AdminToken:        token,
-		InstanceID:        "validate",
-		Topics:            topics.Config{Partitions: 2},
-		AllowTargets:      []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		AttemptTimeout:    time.Second,
-		Retry:             deliver.RetryPolicy{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 3, MaxAge: time.Hour},
-		CommitInterval:    100 * time.Millisecond,
-		Breaker:           breaker.Config{Threshold: 2, FirstPause: time.Minute},
-		ParkAfter:         300 * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	dir, err := os.MkdirTemp("", "laneway-validate-scrape-")
 	if err != nil {
-		return nil, fmt.Errorf("start laneway: %w", err)
+		return nil, err
 	}
-	defer a.Stop()
-	base := "http://" + a.HTTPAddr()
+	defer os.RemoveAll(dir)
+	tokenFile := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	// Embedded Kafka and Redis (no --kafka-brokers, no --redis-url), with
+	// short retries, a breaker that opens after two failures and lanes
+	// parked after 300ms, so that every outcome happens within seconds.
+	p, err := startServe(bin, dir,
+		"--embedded-kafka-addr", "127.0.0.1:0",
+		"--data-dir", filepath.Join(dir, "data"),
+		"--admin-token-file", tokenFile,
+		"--instance-id", "validate",
+		"--partitions", "2",
+		"--allow-targets", "127.0.0.0/8",
+		"--attempt-timeout", "1s",
+		"--retry-base", "20ms", "--retry-max", "100ms", "--max-attempts", "3", "--max-age", "1h",
+		"--commit-interval", "100ms",
+		"--breaker-threshold", "2", "--breaker-pause", "1m",
+		"--park-after", "300ms",
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := p.stop(30 * time.Second); err != nil && retErr == nil {
+			ret, retErr = nil, err
+		}
+	}()
+	if err := p.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	base := p.base
 
 	post := func(path string, body any) error {
 		b, _ := json.Marshal(body)
