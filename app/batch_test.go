@@ -295,7 +295,9 @@ func waitBacklog(t *testing.T, api apiClient, id string, n int64) {
 func TestPausedBatchEndpointBacklogExpires(t *testing.T) {
 	recv := newBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
 	a := startApp(t, testenv.Embedded, func(c *app.Config) {
-		c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 1000, MaxAge: 3 * time.Second}
+		// max_age must leave the fan-out and the lane time to append the
+		// events first (seconds on a loaded machine), or they die in the lane.
+		c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 1000, MaxAge: 15 * time.Second}
 	})
 	api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
 	ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
