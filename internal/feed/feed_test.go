@@ -171,6 +171,8 @@ func TestLongPollWakesOnAppend(t *testing.T) {
 				select {
 				case <-deadline:
 					t.Fatal("the read never waited")
+				case err := <-errs:
+					t.Fatalf("the read ended before anything was appended: %v, %+v", err, <-got)
 				case <-time.After(5 * time.Millisecond):
 				}
 			}

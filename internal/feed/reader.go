@@ -73,6 +73,11 @@ func (r *Reader) Read(ctx context.Context, endpointID string, from int64, limit 
 	topic := r.cfg.Topics.Feed(endpointID)
 	limit = min(max(limit, 1), MaxLimit)
 	page, err := r.read(ctx, topic, from, limit)
+	if err != nil && wait > 0 && transient(err) {
+		// A feed just made, or a leader moving: a long poll waits it out
+		// rather than failing the consumer's read.
+		page, err = Page{Next: from}, nil
+	}
 	if err != nil || len(page.Events) > 0 || wait <= 0 {
 		return page, err
 	}
@@ -82,6 +87,11 @@ func (r *Reader) Read(ctx context.Context, endpointID string, from int64, limit 
 		return page, ctx.Err() // nil when only the wait ran out
 	}
 	return r.read(ctx, topic, page.Next, limit)
+}
+
+// transient reports whether a read failed for a moment only.
+func transient(err error) bool {
+	return errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.NotLeaderForPartition) || kerr.IsRetriable(err)
 }
 
 // read fetches from offset until it has limit events or reaches the end.

@@ -192,7 +192,7 @@ func (r *Reader) route(ctx context.Context, p int32) (int32, [16]byte, error) {
 	}
 	leader, ok = r.leaders[p]
 	if !ok || leader < 0 {
-		return 0, td.ID, fmt.Errorf("%s/%d has no leader", r.topic, p)
+		return 0, td.ID, fmt.Errorf("%s/%d has no leader: %w", r.topic, p, kerr.LeaderNotAvailable)
 	}
 	return leader, td.ID, nil
 }
