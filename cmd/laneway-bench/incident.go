@@ -65,6 +65,10 @@ type incidentReport struct {
 	Outcomes           map[string]float64  `json:"deliveries_by_outcome"`
 	Attempts           map[string]float64  `json:"attempts_by_outcome"`
 	Commits            []partitionProgress `json:"commits"`
+	// FirstCommitSeconds is when the delivery group first committed
+	// anything, from the first sample: a group that forms late (a loaded
+	// machine) trails every partition by that much before any lane runs.
+	FirstCommitSeconds float64 `json:"first_commit_seconds"`
 	OffsetSamples      int                 `json:"offset_samples"`
 	Samples            []incidentSample    `json:"samples"`
 	MaxRSSMB           float64             `json:"max_rss_mb"`
@@ -234,6 +238,7 @@ func (run *incidentRun) fill(rep *incidentReport, pb *publishing) {
 		rep.MaxRSSMB = max(rep.MaxRSSMB, s.RSSMB, s.PeakRSSMB)
 	}
 	rep.Commits = commitProgress(run.offsets)
+	rep.FirstCommitSeconds = firstCommit(run.offsets).Seconds()
 	run.mu.Unlock()
 	rep.Windows = run.windows(points)
 	rep.SlowReceived = int(run.slowReceived())
@@ -300,7 +305,7 @@ func (rep *incidentReport) failures() []string {
 	}
 	// A lane may hold its partition's commit up to park-after, plus a
 	// commit interval and the sampling resolution.
-	allowed := (rep.parkAfter + 2*rep.sample + 2*time.Second).Seconds()
+	allowed := (rep.parkAfter + 2*rep.sample + 2*time.Second).Seconds() + rep.FirstCommitSeconds
 	for _, c := range rep.Commits {
 		if !c.CaughtUp {
 			out = append(out, fmt.Sprintf("partition %d: commit %d behind end %d after the healthy traffic was delivered", c.Partition, c.FinalCommitted, c.FinalEnd))

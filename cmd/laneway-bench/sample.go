@@ -224,6 +224,19 @@ func trail(p int32, samples []offsetSample, committed int64) time.Duration {
 	return now.at.Sub(samples[0].at)
 }
 
+// firstCommit is how long after the first sample any partition first had
+// a committed offset; 0 when none ever had.
+func firstCommit(samples []offsetSample) time.Duration {
+	for _, s := range samples {
+		for _, c := range s.committed {
+			if c >= 0 {
+				return s.at.Sub(samples[0].at)
+			}
+		}
+	}
+	return 0
+}
+
 // commitProgress summarises offset samples per partition.
 func commitProgress(samples []offsetSample) []partitionProgress {
 	if len(samples) == 0 {
