@@ -68,13 +68,13 @@ type incidentReport struct {
 	// FirstCommitSeconds is when the delivery group first committed
 	// anything, from the first sample: a group that forms late (a loaded
 	// machine) trails every partition by that much before any lane runs.
-	FirstCommitSeconds float64 `json:"first_commit_seconds"`
-	OffsetSamples      int                 `json:"offset_samples"`
-	Samples            []incidentSample    `json:"samples"`
-	MaxRSSMB           float64             `json:"max_rss_mb"`
-	RSSGoalMB          float64             `json:"rss_goal_mb,omitempty"`
-	Receiver           benchrecv.Stats     `json:"receiver"`
-	Incomplete         string              `json:"incomplete,omitempty"`
+	FirstCommitSeconds float64          `json:"first_commit_seconds"`
+	OffsetSamples      int              `json:"offset_samples"`
+	Samples            []incidentSample `json:"samples"`
+	MaxRSSMB           float64          `json:"max_rss_mb"`
+	RSSGoalMB          float64          `json:"rss_goal_mb,omitempty"`
+	Receiver           benchrecv.Stats  `json:"receiver"`
+	Incomplete         string           `json:"incomplete,omitempty"`
 	parkAfter          time.Duration
 	sample             time.Duration
 }
