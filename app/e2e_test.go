@@ -33,7 +33,7 @@ func startApp(t *testing.T, b testenv.Backend, tweak func(*app.Config)) *app.App
 		Secrets: app.SecretsConfig{Ring: testenv.SecretsRing(t)},
 		Topics: topics.Config{
 			Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked",
-			Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.",
+			Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.", BatchPrefix: ns + ".batch.",
 			Partitions: 4,
 		},
 		GroupPrefix:    ns,

@@ -183,7 +183,7 @@ func TestProducerACLsAllowOnlyTheEventsTopic(t *testing.T) {
 	}
 	ns := testenv.Unique("acl")
 	tc := topics.Config{Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked",
-		Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.", Partitions: 1}
+		Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.", BatchPrefix: ns + ".batch.", Partitions: 1}
 	admin, err := kgo.NewClient(kgo.SeedBrokers(sec.AdminBrokers...))
 	if err != nil {
 		t.Fatal(err)

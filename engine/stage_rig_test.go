@@ -79,7 +79,7 @@ func newStageRig(t *testing.T, name string, brokers []string, partitions int32) 
 	ns := testenv.Unique("stage")
 	tops := topics.Config{
 		Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked", Dead: ns + ".dead",
-		Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.",
+		Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.", BatchPrefix: ns + ".batch.",
 		Partitions: partitions,
 	}.WithDefaults()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/breaker"
@@ -294,10 +295,23 @@ func (m *Manager) orphans() []string {
 		m.log.Warn("batch: listing topics for deleted endpoints' backlogs failed", "err", err)
 		return nil
 	}
+	// Only a topic this Laneway's cursor group has a position for is its
+	// own (every runner commits one when it starts): another Laneway on
+	// the cluster with the same prefix keeps its backlogs.
+	ours, err := kadm.NewClient(m.cfg.Client).FetchOffsets(ctx, m.cfg.Group)
+	if err != nil {
+		if !errors.Is(err, kerr.GroupIDNotFound) {
+			m.log.Warn("batch: reading the cursors for deleted endpoints' backlogs failed", "err", err)
+		}
+		return nil
+	}
 	var out []string
 	for _, name := range listed.Names() {
 		id, ok := strings.CutPrefix(name, m.cfg.Topics.BatchPrefix)
-		if _, exists := m.cfg.Endpoints.Get(id); ok && id != "" && !exists {
+		if _, exists := m.cfg.Endpoints.Get(id); !ok || id == "" || exists {
+			continue
+		}
+		if _, has := ours.Lookup(name, 0); has {
 			out = append(out, id)
 		}
 	}

@@ -69,6 +69,11 @@ func (r *runner) begin(ctx context.Context) (*Core, bool) {
 	for attempt := 1; ; attempt++ {
 		from, err := r.cursor(ctx)
 		if err == nil {
+			// A committed position marks the topic as this Laneway's, for
+			// the orphan scan (Manager.orphans).
+			err = r.commit(ctx, from)
+		}
+		if err == nil {
 			r.m.log.Info("batch runner started", "endpoint", r.id, "partition", r.part, "cursor", from)
 			return NewCore(from, r.m.cfg.Retry, r.m.cfg.Rand), true
 		}
