@@ -10,16 +10,17 @@
 package deliver
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -79,15 +80,10 @@ const (
 	DefaultIdleConnTimeout     = 90 * time.Second
 )
 
-const (
-	// drainLimit is how much of a response body is read past what we keep,
-	// so that a short body reaches EOF and its connection can be reused. A
-	// longer body costs a new connection, which is cheaper than reading it.
-	drainLimit = 4 << 10
-	// maxResponseHeaderBytes stops an endpoint from making us buffer
-	// megabytes of headers.
-	maxResponseHeaderBytes = 64 << 10
-)
+// drainLimit is how much of a response body is read past what we keep, so
+// that a short body reaches its end and its connection can be reused. A
+// longer body costs a new connection, which is cheaper than reading it.
+const drainLimit = 4 << 10
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Timeout <= 0 {
@@ -123,10 +119,19 @@ func (c Config) withDefaults() (Config, error) {
 
 // Sender makes delivery attempts. It is safe for concurrent use; build one
 // per process with NewSender so that connections are pooled.
+//
+// It speaks HTTP/1.1 itself rather than through net/http: an attempt writes
+// its request and reads the response on its own goroutine, with one
+// deadline on the connection, where net/http's transport hands every
+// request to two goroutines of the connection and back (the largest part
+// of a delivery's CPU, measured in docs/benchmarks.md). HTTP/2 is not
+// offered: a webhook is one small request per delivery, and per-endpoint
+// concurrency maps onto connections one to one.
 type Sender struct {
-	cfg       Config
-	transport *http.Transport
-	client    *http.Client
+	cfg     Config
+	targets targetCache
+	pool    *connPool
+	heads   sync.Pool // *[]byte request buffers
 }
 
 // NewSender builds a Sender.
@@ -135,29 +140,26 @@ func NewSender(cfg Config) (*Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	transport := &http.Transport{
-		// No Proxy: a proxy would resolve the name itself, past the guard.
-		DialContext:            cfg.Guard.DialContext,
-		TLSClientConfig:        cfg.TLSClientConfig,
-		TLSHandshakeTimeout:    cfg.Timeout,
-		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:        cfg.IdleConnTimeout,
-		MaxResponseHeaderBytes: maxResponseHeaderBytes,
-		// We never read bodies beyond a cap, so compression only adds work
-		// (and a decompression bomb to think about).
-		DisableCompression: true,
+	if !validHeaderValue(cfg.UserAgent) {
+		return nil, errors.New("deliver: UserAgent holds control characters")
 	}
-	client := &http.Client{
-		Transport: transport,
-		// A 3xx is the receiver's answer, and a failure: following it would
-		// send the signed payload somewhere the customer did not configure.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	base := &tls.Config{}
+	if cfg.TLSClientConfig != nil {
+		base = cfg.TLSClientConfig.Clone()
 	}
-	return &Sender{cfg: cfg, transport: transport, client: client}, nil
+	base.NextProtos = []string{"http/1.1"}
+	if base.ClientSessionCache == nil {
+		// Resumed sessions make a reconnect to a busy endpoint cheap.
+		base.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
+	s := &Sender{cfg: cfg, targets: targetCache{base: base}, pool: newConnPool(cfg.MaxIdleConnsPerHost, cfg.IdleConnTimeout)}
+	s.heads.New = func() any { b := make([]byte, 0, 1024); return &b }
+	return s, nil
 }
 
-// Close closes idle connections. In-flight attempts are not interrupted.
-func (s *Sender) Close() { s.transport.CloseIdleConnections() }
+// Close closes idle connections. In-flight attempts are not interrupted;
+// their connections are closed when they end.
+func (s *Sender) Close() { s.pool.close() }
 
 // Request is one delivery attempt.
 type Request struct {
@@ -198,59 +200,148 @@ func (s *Sender) Send(ctx context.Context, req Request) Result {
 }
 
 func (s *Sender) attempt(parent context.Context, r Request) Result {
-	ctx, cancel := context.WithTimeout(parent, s.cfg.Timeout)
-	defer cancel()
-	httpReq, err := s.newRequest(ctx, r)
+	if err := checkRequest(r); err != nil {
+		return Result{Err: err}
+	}
+	t, err := s.targets.get(r.URL)
 	if err != nil {
 		return Result{Err: err}
 	}
-	resp, err := s.client.Do(httpReq)
-	if err != nil {
-		return Result{Err: s.roundTripError(parent, ctx, err)}
+	if parent.Err() != nil {
+		return Result{Err: s.exchangeError(parent, parent.Err())}
 	}
-	defer resp.Body.Close() // runs before cancel: the body is read under the deadline
-	return s.readResponse(resp)
-}
-
-func (s *Sender) newRequest(ctx context.Context, r Request) (*http.Request, error) {
-	if r.Signer == nil {
-		return nil, &RequestError{Reason: "no signing secrets"}
-	}
-	if r.MsgID == "" {
-		return nil, &RequestError{Reason: "no message id"}
-	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
-	if err != nil {
-		// err quotes the URL, which may carry a token: keep it out.
-		return nil, &RequestError{Reason: "invalid URL"}
-	}
-	if u := httpReq.URL; (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &RequestError{Reason: "URL must be absolute http or https"}
+	deadline := time.Now().Add(s.cfg.Timeout)
+	if d, ok := parent.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
 	ts := r.Timestamp
 	if ts.IsZero() {
 		ts = s.cfg.Now()
 	}
-	h := httpReq.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", s.cfg.UserAgent)
-	r.Signer.SetHeaders(h, r.MsgID, ts, r.Body)
-	// The key is the webhook-id, for receivers that dedupe by this header.
-	// It is set under its lower-case name on purpose: net/http treats a
-	// request carrying "Idempotency-Key" (canonical) as replayable and
-	// resends it at once whenever a reused connection fails after the
-	// request was written, once per pooled connection, an immediate retry
-	// the contract rules out (the receiver may have acted on it). Header
-	// names are case-insensitive on the wire, so receivers see the same
-	// header, and net/http still resends the safe case: a stale pooled
-	// connection to which nothing was written.
-	h["idempotency-key"] = []string{r.MsgID}
-	return httpReq, nil
+	buf := s.heads.Get().(*[]byte)
+	defer s.heads.Put(buf)
+	*buf = s.appendHead((*buf)[:0], t, r, ts)
+	head, body := *buf, r.Body
+	if len(body) <= inlineBodyLimit {
+		*buf = append(*buf, body...)
+		head, body = *buf, nil
+	}
+	for pooled := true; ; pooled = false {
+		c, err := s.connect(parent, t, deadline, pooled)
+		if err != nil {
+			return Result{Err: s.exchangeError(parent, err)}
+		}
+		res, unsent := s.exchange(parent, c, head, body, deadline)
+		if !unsent {
+			return res
+		}
+		// A reused connection took none of the request (the server had
+		// closed it): nothing was sent, so a fresh connection may carry it.
+	}
 }
 
-// roundTripError turns a client error into one of the typed errors. ctx is
-// the attempt's context, parent the caller's.
-func (s *Sender) roundTripError(parent, ctx context.Context, err error) error {
+func checkRequest(r Request) error {
+	switch {
+	case r.Signer == nil:
+		return &RequestError{Reason: "no signing secrets"}
+	case r.MsgID == "":
+		return &RequestError{Reason: "no message id"}
+	case !validHeaderValue(r.MsgID):
+		return &RequestError{Reason: "message id holds control characters"}
+	}
+	return nil
+}
+
+// connect returns an idle connection to t (when pooled) or dials a new one
+// through the guard.
+func (s *Sender) connect(ctx context.Context, t *target, deadline time.Time, pooled bool) (*conn, error) {
+	if pooled {
+		if c := s.pool.get(t.poolID, time.Now()); c != nil {
+			return c, nil
+		}
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := s.cfg.Guard.DialContext(dctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	if t.tls != nil {
+		tc := tls.Client(nc, t.tls)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			_ = nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: t.poolID}, nil
+}
+
+// exchange writes the request on c and reads the response. unsent reports
+// a reused connection that took no byte of the request.
+func (s *Sender) exchange(parent context.Context, c *conn, head, body []byte, deadline time.Time) (res Result, unsent bool) {
+	keep := false
+	defer func() {
+		if !keep {
+			_ = c.nc.Close()
+		}
+	}()
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return Result{Err: &TransportError{Err: err}}, false
+	}
+	stopWatch := s.watch(parent, c)
+	n, werr := writeRequest(c, head, body)
+	if werr != nil && n == 0 && c.reused && parent.Err() == nil {
+		stopWatch()
+		return Result{}, true
+	}
+	var netErr net.Error
+	if werr != nil && errors.As(werr, &netErr) && netErr.Timeout() {
+		stopWatch()
+		return Result{Err: s.exchangeError(parent, werr)}, false
+	}
+	// After a failed write the server may still have answered (a 413 for
+	// a body it would not take, then a close): its answer decides.
+	h, err := readHead(c.br)
+	if err != nil {
+		stopWatch()
+		if werr != nil {
+			err = fmt.Errorf("writing the request: %w", werr)
+		}
+		return Result{Err: s.exchangeError(parent, describeReadError(err))}, false
+	}
+	read := s.resultOf(c.br, h)
+	// The watch must not close a connection that goes back to the pool.
+	if stopWatch() && read.complete && werr == nil && !h.close && c.br.Buffered() == 0 {
+		keep = true
+		s.pool.put(c, time.Now())
+	}
+	return read.Result, false
+}
+
+// watch ends c's exchange when parent is canceled (the deadline covers the
+// attempt's own limit). The returned stop reports whether the watch had not
+// fired, so that c is still fit for reuse.
+func (s *Sender) watch(parent context.Context, c *conn) (stop func() bool) {
+	if parent.Done() == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(parent, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
+}
+
+// writeRequest writes head and body (body empty when it rode in head).
+func writeRequest(c *conn, head, body []byte) (int64, error) {
+	if len(body) == 0 {
+		n, err := c.nc.Write(head)
+		return int64(n), err
+	}
+	bufs := net.Buffers{head, body}
+	return bufs.WriteTo(c.nc)
+}
+
+// exchangeError turns a dial, TLS, write or read error into one of the
+// typed errors.
+func (s *Sender) exchangeError(parent context.Context, err error) error {
 	var blocked *ssrf.BlockedError
 	if errors.As(err, &blocked) {
 		return blocked
@@ -258,66 +349,57 @@ func (s *Sender) roundTripError(parent, ctx context.Context, err error) error {
 	if parent.Err() != nil && !errors.Is(parent.Err(), context.DeadlineExceeded) {
 		return &CanceledError{Cause: context.Cause(parent)}
 	}
-	inner := withoutURL(err)
 	var netErr net.Error
-	if ctx.Err() != nil || (errors.As(inner, &netErr) && netErr.Timeout()) {
+	if parent.Err() != nil || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return &TimeoutError{After: s.cfg.Timeout}
 	}
-	return &TransportError{Err: inner}
+	return &TransportError{Err: err}
 }
 
-// withoutURL strips the *url.Error layers the client adds: they quote the
-// URL, and with it any token in its query.
-func withoutURL(err error) error {
-	for {
-		var ue *url.Error
-		if !errors.As(err, &ue) {
-			return err
-		}
-		err = ue.Err
-	}
+// readResult is an attempt's result and whether the response was read to
+// its end.
+type readResult struct {
+	Result
+	complete bool
 }
 
-func (s *Sender) readResponse(resp *http.Response) Result {
-	res := Result{StatusCode: resp.StatusCode}
-	switch code := resp.StatusCode; {
+func (s *Sender) resultOf(br *bufio.Reader, h respHead) readResult {
+	res := readResult{Result: Result{StatusCode: h.code}}
+	switch code := h.code; {
 	case code < 200:
-		// Only 101 Switching Protocols reaches us (net/http consumes the
-		// other 1xx), and with an Upgrade header its body is the raw
-		// connection, which the attempt's deadline no longer covers: a
-		// receiver that upgrades and then goes quiet would hold the attempt
-		// forever. No 1xx has a body worth keeping, so it is not read.
+		// 101 Switching Protocols: what follows is another protocol's,
+		// which the attempt's deadline would no longer cover. No 1xx has a
+		// body worth keeping, so nothing is read and the connection goes.
 		res.Err = &StatusError{Code: code}
 		return res
-	case code >= 200 && code < 300:
-		drain(resp.Body)
+	case code < 300:
+		_, res.complete = readBody(br, h, 0)
 		return res
-	case code >= 300 && code < 400:
-		drain(resp.Body)
-		res.Err = &RedirectError{Code: code, Location: capString(resp.Header.Get("Location"), s.cfg.MaxErrorBody)}
+	case code < 400:
+		_, res.complete = readBody(br, h, 0)
+		res.Err = &RedirectError{Code: code, Location: capString(h.location, s.cfg.MaxErrorBody)}
 	default:
-		body := readCapped(resp.Body, s.cfg.MaxErrorBody)
-		drain(resp.Body)
+		var body string
+		body, res.complete = readBody(br, h, s.cfg.MaxErrorBody)
 		res.Err = &StatusError{Code: code, Body: body}
 	}
-	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), s.cfg.Now()); ok {
+	if d, ok := ParseRetryAfter(h.retryAfter, s.cfg.Now()); ok {
 		res.RetryAfter = d
 	}
 	return res
 }
 
-// readCapped reads at most limit bytes. A read error (the deadline, a reset)
-// just ends the body: the status code already decided the outcome.
-func readCapped(r io.Reader, limit int) string {
+// readCapped reads at most limit bytes and returns them and how many it
+// read. A read error (the deadline, a reset) just ends the body: the status
+// code already decided the outcome.
+func readCapped(r io.Reader, limit int) (string, int) {
 	buf := make([]byte, limit)
 	n, _ := io.ReadFull(r, buf)
 	if n == limit {
-		return string(trimPartialRune(buf[:n]))
+		return string(trimPartialRune(buf[:n])), n
 	}
-	return string(buf[:n])
+	return string(buf[:n]), n
 }
-
-func drain(r io.Reader) { _, _ = io.CopyN(io.Discard, r, drainLimit) }
 
 func capString(s string, limit int) string {
 	if len(s) <= limit {

@@ -121,17 +121,20 @@ func (k *key) mac(dst []byte, msgID string, unix int64, body []byte) []byte {
 // Sign returns the webhook-signature value: one "v1,<base64>" per secret,
 // separated by single spaces, in the order the secrets were given.
 func (s *Signer) Sign(msgID string, ts time.Time, body []byte) string {
-	var b strings.Builder
-	b.Grow(len(s.keys)*(len(signatureVersion)+encodedMACLen+1) - 1)
-	var enc [64]byte // holds one encoded MAC (44 bytes) without allocating
+	return string(s.AppendSignature(make([]byte, 0, len(s.keys)*(len(signatureVersion)+encodedMACLen+1)), msgID, ts, body))
+}
+
+// AppendSignature appends the webhook-signature value (as Sign returns it)
+// to dst: for a caller that writes the header into a buffer of its own.
+func (s *Signer) AppendSignature(dst []byte, msgID string, ts time.Time, body []byte) []byte {
 	for i, k := range s.keys {
 		if i > 0 {
-			b.WriteByte(' ')
+			dst = append(dst, ' ')
 		}
-		b.WriteString(signatureVersion)
-		b.Write(k.mac(enc[:0], msgID, ts.Unix(), body))
+		dst = append(dst, signatureVersion...)
+		dst = k.mac(dst, msgID, ts.Unix(), body)
 	}
-	return b.String()
+	return dst
 }
 
 // SetHeaders sets webhook-id, webhook-timestamp and webhook-signature on h.

@@ -1,0 +1,151 @@
+package deliver
+
+import (
+	"bufio"
+	"net"
+	"sync"
+	"time"
+)
+
+// conn is one keep-alive HTTP/1.1 connection, used by one attempt at a time.
+type conn struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	poolID string
+	idleAt time.Time // when it went back to the pool
+	reused bool      // taken from the pool rather than dialled for this attempt
+}
+
+// connReadBuffer is each connection's response buffer: a response head
+// (status line and headers) of a usual size fits in one read.
+const connReadBuffer = 4 << 10
+
+// connPool keeps idle connections per pool id (scheme and address), the
+// most recently used first: a busy endpoint reuses its warm connections and
+// the others age out. Nothing runs in the background but one timer, armed
+// while connections are idle, that closes those idle past idleTimeout.
+type connPool struct {
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu     sync.Mutex
+	idle   map[string][]*conn
+	count  int // idle connections in all lists
+	sweep  *time.Timer
+	closed bool
+}
+
+func newConnPool(maxIdle int, idleTimeout time.Duration) *connPool {
+	return &connPool{maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[string][]*conn{}}
+}
+
+// get returns an idle connection for poolID that is still open, or nil.
+func (p *connPool) get(poolID string, now time.Time) *conn {
+	for {
+		c, expired := p.pop(poolID, now)
+		switch {
+		case c == nil:
+			return nil
+		case expired || !alive(c.nc): // one non-blocking peek, see alive
+			_ = c.nc.Close()
+		default:
+			c.reused = true
+			return c
+		}
+	}
+}
+
+func (p *connPool) pop(poolID string, now time.Time) (c *conn, expired bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.idle[poolID]
+	if len(list) == 0 {
+		return nil, false
+	}
+	c = list[len(list)-1]
+	list[len(list)-1] = nil
+	if len(list) == 1 {
+		delete(p.idle, poolID)
+	} else {
+		p.idle[poolID] = list[:len(list)-1]
+	}
+	p.count--
+	return c, now.Sub(c.idleAt) > p.idleTimeout
+}
+
+// put returns c for reuse, or closes it when its pool id already keeps
+// maxIdle connections or the pool is closed.
+func (p *connPool) put(c *conn, now time.Time) {
+	// Clear the attempt's deadline: the next attempt sets its own, and the
+	// staleness check must not find an expired one.
+	if err := c.nc.SetDeadline(time.Time{}); err != nil {
+		_ = c.nc.Close()
+		return
+	}
+	c.idleAt = now
+	p.mu.Lock()
+	if p.closed || len(p.idle[c.poolID]) >= p.maxIdle {
+		p.mu.Unlock()
+		_ = c.nc.Close()
+		return
+	}
+	p.idle[c.poolID] = append(p.idle[c.poolID], c)
+	p.count++
+	if p.sweep == nil {
+		p.sweep = time.AfterFunc(p.idleTimeout, p.closeExpired)
+	}
+	p.mu.Unlock()
+}
+
+// closeExpired closes the connections idle past idleTimeout and re-arms the
+// timer while any stay idle.
+func (p *connPool) closeExpired() {
+	var expired []*conn
+	p.mu.Lock()
+	cutoff := time.Now().Add(-p.idleTimeout)
+	for id, list := range p.idle {
+		kept := list[:0]
+		for _, c := range list {
+			if c.idleAt.Before(cutoff) {
+				expired = append(expired, c)
+			} else {
+				kept = append(kept, c)
+			}
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(p.idle, id)
+		} else {
+			p.idle[id] = kept
+		}
+	}
+	p.count -= len(expired)
+	p.sweep = nil
+	if p.count > 0 && !p.closed {
+		p.sweep = time.AfterFunc(p.idleTimeout/2, p.closeExpired)
+	}
+	p.mu.Unlock()
+	for _, c := range expired {
+		_ = c.nc.Close()
+	}
+}
+
+// close closes every idle connection; connections in use are closed when
+// they come back.
+func (p *connPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
+	idle := p.idle
+	p.idle = map[string][]*conn{}
+	p.count = 0
+	p.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			_ = c.nc.Close()
+		}
+	}
+}
