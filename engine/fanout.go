@@ -103,7 +103,10 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-		kgo.ProducerLinger(5 * time.Millisecond),
+		// No linger: a poll's records are produced in one loop and batch
+		// by themselves, and End waits for every one of them, so waiting
+		// for more would only delay the commit.
+		kgo.ProducerLinger(0),
 	}, kafkatxn.Protocol(cfg.TransactionV2)...)
 	opts = append(opts, cfg.ClientOpts...)
 	sess, err := kafkatxn.NewSession(opts, kafkatxn.RepairConfig{
