@@ -247,6 +247,7 @@ type DeliveryStage struct {
 	loopCancel context.CancelFunc
 	loops      sync.WaitGroup // poll, commit and wake loops
 	background sync.WaitGroup // attempts, produces, reads, breaker and health loads, disables
+	workers    workers        // the goroutines attempts run on
 }
 
 // NewDeliveryStage builds the stage; Start runs it.
@@ -342,6 +343,7 @@ func (s *DeliveryStage) Stop() {
 	s.client.Close()
 	s.readerClient.Close()
 	s.background.Wait()
+	s.workers.stop()
 }
 
 // Ping checks that the brokers answer.

@@ -145,7 +145,7 @@ func (d *driven) carryOut(fx recorder) {
 	for _, a := range fx.sends {
 		d.attempts.Add(1)
 		d.s.background.Add(1)
-		go d.attempt(a)
+		d.s.workers.run(func() { d.attempt(a) })
 	}
 	d.handProduces()
 	for _, rd := range fx.reads {
