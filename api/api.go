@@ -25,9 +25,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // EndpointStore is the endpoint config the API reads and changes.

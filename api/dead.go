@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deadletter"
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // DeadLetterFinder searches the dead-letter topic.

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deadletter"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 type fakeDead struct {

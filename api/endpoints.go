@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // endpointJSON is an endpoint as the API shows it. It is separate from

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 const validSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" // base64 of 24 bytes

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 const orderEvent = `{"type":"order.updated","tenant":"acme","entity":"order:123","revision":17,"coalesce":true,"data":{"total":42}}`

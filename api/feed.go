@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // Feeds are the pull endpoints' feeds (feed.Service).

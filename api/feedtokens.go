@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // feedTokenJSON is a consumer token as the API lists it: never its value.

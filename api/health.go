@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // HealthReader reads the endpoints' live health, published by their owners.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 func TestHostileIngestRefusesBadEvents(t *testing.T) {

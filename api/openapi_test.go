@@ -35,13 +35,13 @@ import (
 
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/signing"
 )
 

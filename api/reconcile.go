@@ -4,9 +4,9 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // EventFinder searches the events topic by time range.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 type fakeEvents struct{ filter eventsearch.Filter }

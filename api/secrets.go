@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // MaxSecretOverlap bounds how long a rotated-out secret may stay valid.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 type secretsBody struct {

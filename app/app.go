@@ -26,17 +26,17 @@ import (
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/embedded"
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/notify"
-	"github.com/laneway/laneway/topics"
 )
 
 // Config is everything `laneway serve` can be told. Zero values take the

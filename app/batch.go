@@ -10,9 +10,9 @@ import (
 
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/batch"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // startBatches runs the batch endpoints' runners of the partitions the

@@ -20,8 +20,8 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/signing"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // hookReceiver is a webhook receiver for the failure-policy tests. Unlike the

@@ -14,7 +14,7 @@ import (
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

@@ -19,8 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/fleet"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/notify"
 )

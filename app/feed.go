@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/feed"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // startFeeds prepares pull endpoints' feeds: the writer the delivery stage

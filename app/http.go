@@ -19,10 +19,10 @@ import (
 	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/console"
 	"github.com/laneway/laneway/deadletter"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/inbound"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // startDeadLetters prepares dead-letter search and redrive; the redriver

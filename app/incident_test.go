@@ -15,8 +15,8 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/fleet"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/secretbox"
 )
 

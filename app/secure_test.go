@@ -14,9 +14,9 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/topics"
 )
 
 // TestEndToEndOverSASLSSLAndRedisTLS runs Laneway against the real broker's

@@ -8,8 +8,8 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/notify"
-	"github.com/laneway/laneway/topics"
 )
 
 // The two stages and what they lean on: breakers, the operator notifier,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/internal/fleet"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/topics"
 )
 
 // TestAppStopWhileKafkaIsUnreachable runs the whole service on a kfake

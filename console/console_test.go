@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/laneway/laneway/api"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 func get(t *testing.T, h http.Handler, target string, header ...string) *http.Response {

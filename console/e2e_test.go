@@ -27,7 +27,7 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // The machine may be small and shared: generous deadlines, never sleeps.

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
 	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // Letter is a dead letter and where it sits on the dead topic.

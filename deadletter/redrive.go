@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/internal/jobs"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // Job states.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/jobs"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // redrive sends letters as one step of a job would, for tests that fake a

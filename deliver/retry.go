@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // RetryPolicy decides when a failed delivery is tried again and when it is

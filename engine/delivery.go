@@ -14,11 +14,11 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/partition"
-	"github.com/laneway/laneway/topics"
 )
 
 // EndpointSource is the engine's view of endpoint config.

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/partition"
 	"github.com/laneway/laneway/signing"
 )

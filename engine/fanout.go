@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kafkatxn"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // SubscriberIndex finds the endpoints an event goes to.

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/kafkatxn/hangtest"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/topics"
 )
 
 // TestFanoutRepairsHangingTransactions makes, on the real broker, the two

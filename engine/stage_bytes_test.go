@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // bigDelivery is a delivery carrying about size bytes of data.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // TestGoneDisablesTheStatusOnly answers 410 for an endpoint: the stage

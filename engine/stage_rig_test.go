@@ -30,11 +30,11 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/partition"
-	"github.com/laneway/laneway/topics"
 )
 
 // stageRig is one test's Kafka and topics.

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
 	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // Filter selects events. Zero fields match everything. Since and Until

@@ -20,10 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/signing"
-	"github.com/laneway/laneway/topics"
 )
 
 // backends are kfake (with miniredis) always and the real broker and

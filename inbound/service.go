@@ -20,8 +20,8 @@ import (
 
 	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/topics"
 )
 
 // Defaults for Config fields left at their zero value.

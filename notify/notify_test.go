@@ -13,7 +13,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 func TestEndpointDisabledSendsASignedWebhookAfterRetries(t *testing.T) {

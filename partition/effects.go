@@ -7,9 +7,9 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // The Owner makes no call that blocks and starts no goroutine: every effect

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // What time and live config changes do to the owner: Tick (retry delays,

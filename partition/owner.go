@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // Defaults of Config.

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/endpoint"
 	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // Outcome kinds counted per endpoint for its health.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/receiver"
 	"github.com/laneway/laneway/signing"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 func testConfig(t *testing.T, args ...string) config {

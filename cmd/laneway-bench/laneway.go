@@ -22,8 +22,8 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/topics"
 )
 
 // laneway is the service under test, running in this process.

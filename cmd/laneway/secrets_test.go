@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/topics"
 )
 
 // TestServeRefusesPlaintextSecretsOnACluster: serve against a cluster

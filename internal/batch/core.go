@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // Event is one event of the feed, read and ready to batch.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // simRun drives a Core through one seeded run: events arrive in the feed

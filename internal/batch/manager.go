@@ -17,11 +17,11 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/partition"
-	"github.com/laneway/laneway/topics"
 )
 
 // Endpoints is the endpoint config the runners read and change.

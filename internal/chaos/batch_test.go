@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deadletter"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/receiver"
 	"github.com/laneway/laneway/signing"

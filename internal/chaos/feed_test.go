@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testenv"
 	"github.com/laneway/laneway/receiver"
-	"github.com/laneway/laneway/topics"
 )
 
 // The feed test's scale: three tenants of one pull endpoint each, each

@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/ordercheck"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/topics"
 )
 
 // endpointSpec is one endpoint of the receiver fleet.

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // The scenarios of this file attack one endpoint's lane while its attempts

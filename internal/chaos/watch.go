@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // watchEntry is one line of watch.ndjson: what the broker said about the

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/laneway/laneway/internal/kread"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // PositionsConfig configures Positions.

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/topics"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/topics"
 )
 
 // ServiceConfig configures a Service.

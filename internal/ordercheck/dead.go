@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/event"
 	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // FromDeadLetter turns a dead letter as Laneway writes it (the JSON of

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/partition"
 )
 

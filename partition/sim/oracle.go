@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/partition"
 )
 

@@ -22,8 +22,8 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/endpoint"
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/partition"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

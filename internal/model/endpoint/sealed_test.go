@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testenv"
 )

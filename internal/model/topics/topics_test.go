@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/topics"
 )
 
 // TestConfigTopicsForgetSupersededValuesWithinHours: the compacted config

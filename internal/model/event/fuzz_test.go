@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/event"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // FuzzParseEnvelopeRoundTrip feeds arbitrary bytes to ParseEnvelope, as a
 // producer could through Kafka or POST /v1/events. The seed corpus is in
 // testdata/fuzz/FuzzParseEnvelopeRoundTrip; run the fuzzer with
 //
-//	go test -run '^$' -fuzz FuzzParseEnvelopeRoundTrip -fuzztime 60s ./event/
+//	go test -run '^$' -fuzz FuzzParseEnvelopeRoundTrip -fuzztime 60s ./internal/model/event/
 //
 // ParseEnvelope must never panic; every refusal is an *InvalidError with a
 // reason; every envelope it accepts is valid and complete, and survives

@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/endpoint"
+	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
-	"github.com/laneway/laneway/topics"
 )
 
 func backends(t *testing.T) []testenv.Backend {
