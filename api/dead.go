@@ -10,7 +10,7 @@ import (
 
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 

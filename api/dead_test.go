@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deadletter"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 )

@@ -39,7 +39,7 @@ import (
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/signing"

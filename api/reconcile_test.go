@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/eventsearch"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/event"
 )
 

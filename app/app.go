@@ -31,7 +31,7 @@ import (
 	"github.com/laneway/laneway/health"
 	"github.com/laneway/laneway/inbound"
 	"github.com/laneway/laneway/internal/feed"
-	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/redisconn"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kafkatxn/hangtest"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn/hangtest"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testenv"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kread"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/kread"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/event"
 )
 

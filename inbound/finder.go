@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kread"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/kread"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 )
 
 // Filter selects inbound requests. Zero fields match everything.

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/logscan"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 )
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.

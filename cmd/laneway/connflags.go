@@ -3,7 +3,7 @@ package main
 import (
 	"flag"
 
-	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/tlsfiles"
 )

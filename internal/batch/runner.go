@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/signing"

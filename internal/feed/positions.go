@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/topics"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kread"
+	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/laneway/laneway/internal/kafkaconn"
+	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/redisconn"
 )
 

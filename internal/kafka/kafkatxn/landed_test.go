@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kafkatxn"
-	"github.com/laneway/laneway/internal/kafkatxn/hangtest"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn/hangtest"
 	"github.com/laneway/laneway/internal/testenv"
 )
 

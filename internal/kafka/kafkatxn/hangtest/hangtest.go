@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/laneway/laneway/internal/kafkatxn"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 )
 
 // Rig is a client (capped at transaction protocol version 1, like
