@@ -9,7 +9,7 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestPausedEndpointCoalesces sends 1,000 state updates to each of 10

@@ -19,9 +19,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/fleet"
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestCrashWhileParkedBacklogDrains kill -9s a real laneway process while a

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // feedItem is one event of a feed page, as a consumer reads it.

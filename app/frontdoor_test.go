@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestPublicListenerServesTheFrontDoorOnly: with --public-addr the front

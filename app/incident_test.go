@@ -15,9 +15,9 @@ import (
 
 	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/fleet"
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestIncidentSlowEndpointIsIsolated replays the incident at test scale:

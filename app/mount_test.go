@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestServesConsoleSpecAndInboundDoor checks that the app mounts the

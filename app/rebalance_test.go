@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/internal/fleet"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestRebalanceKeepsOrder moves partitions between two instances while a

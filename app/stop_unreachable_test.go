@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/internal/fleet"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestAppStopWhileKafkaIsUnreachable runs the whole service on a kfake

@@ -12,7 +12,7 @@ import (
 
 	"github.com/laneway/laneway/internal/kafka/kafkatxn/hangtest"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestFanoutRepairsHangingTransactions makes, on the real broker, the two

@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // BenchmarkCapture measures the front door under concurrent load: ACK

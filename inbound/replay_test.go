@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestReplayJobIDsAreUnchanged pins ids computed by the versions before

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 func sealedSourceStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.Ring) *SourceStore {

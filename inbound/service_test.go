@@ -18,7 +18,7 @@ import (
 	"github.com/laneway/laneway/api"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestFrontDoorEndToEnd takes signed requests from each provider's scheme

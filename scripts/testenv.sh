@@ -15,7 +15,7 @@
 #   scripts/testenv.sh test [go test args...]
 #                                up, go test -race (default ./...), down on exit
 #
-# Fault injection on a running env (the chaos harness, internal/chaos), each
+# Fault injection on a running env (the chaos harness, internal/testkit/chaos), each
 # by PID file, keeping the ports, the data dir and the env file:
 #   scripts/testenv.sh kafka-stop [--kill]   stop the broker (TERM, or KILL at once)
 #   scripts/testenv.sh kafka-start           start it again, wait until ready

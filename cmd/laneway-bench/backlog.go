@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // backlogLimit is the hanging endpoint's max_concurrency in the backlog

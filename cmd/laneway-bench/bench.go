@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // settle is how long the receiver keeps counting after the last expected

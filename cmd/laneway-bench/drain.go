@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 type drainReport struct {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // The incident's shape: endpoint 0 is the slow one, the others are healthy.

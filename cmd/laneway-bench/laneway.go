@@ -21,9 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/internal/benchrecv"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // laneway is the service under test, running in this process.

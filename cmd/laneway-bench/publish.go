@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // newProducer is a producer as an application publishing events would

@@ -9,7 +9,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // result is everything a run reports; it is also the -json line.

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 	"github.com/laneway/laneway/receiver"
 )
 

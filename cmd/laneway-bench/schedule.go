@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/internal/benchrecv"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // eventType is the type of every benchmark event; endpoints subscribe to all types.

@@ -1,5 +1,5 @@
 // Command laneway-chaos runs Laneway's fault scenarios (package
-// internal/chaos): real laneway processes against a Kafka broker and a Redis
+// internal/testkit/chaos): real laneway processes against a Kafka broker and a Redis
 // it starts itself (scripts/testenv.sh in a private directory), under a
 // steady publishing load to verifying receivers, one kind of fault per
 // scenario, then the independent order checker. It prints a summary per
@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/laneway/laneway/internal/chaos"
+	"github.com/laneway/laneway/internal/testkit/chaos"
 )
 
 func main() {

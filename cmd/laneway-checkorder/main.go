@@ -1,7 +1,7 @@
 // Command laneway-checkorder is the independent order checker: from what the
 // producer says Kafka accepted, which endpoints subscribe to what, what the
 // receivers accepted and what the dead-letter topic holds, it reports lost
-// events, order violations and duplicates (package internal/ordercheck has
+// events, order violations and duplicates (package internal/testkit/ordercheck has
 // the definitions). It exits 0 when nothing was lost and nothing was out of
 // order, 1 when something was, 2 when it could not check.
 //
@@ -35,7 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 func main() {

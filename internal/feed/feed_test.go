@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 func TestCursorRoundTrip(t *testing.T) {

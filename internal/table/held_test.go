@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // A record that does not decode (not JSON, or another id's) is skipped and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/kafka/kafkatxn/hangtest"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestLandedCommitsSkippedMarkers gives a producer records that its

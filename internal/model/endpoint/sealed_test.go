@@ -11,7 +11,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 func sealedStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.Ring) *endpoint.Store {

@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/ordercheck"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 // endpointSpec is one endpoint of the receiver fleet.

@@ -12,7 +12,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 // TestReceiverLogsEveryRequest: a held request answered 503 is in the

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 // Event types the publisher uses: state events coalesce, facts never do.

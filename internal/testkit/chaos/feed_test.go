@@ -18,7 +18,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/receiver"
 )
 
@@ -142,7 +142,7 @@ func startFeedRun(ctx context.Context, t *testing.T, b testenv.Backend) *feedRun
 	dir := t.TempDir()
 	bin := os.Getenv("LANEWAY_CHAOS_BIN")
 	if bin == "" {
-		root, err := filepath.Abs("../..")
+		root, err := filepath.Abs("../../..")
 		if err != nil {
 			t.Fatal(err)
 		}

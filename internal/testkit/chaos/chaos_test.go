@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/testenv"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestScenarios runs every fault scenario at CI scale: real laneway
@@ -39,7 +39,7 @@ func TestScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 func TestRecovery(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 // Mode is how a receiver endpoint answers right now.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/laneway/laneway/internal/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 // pairTimes is one (event, subscribed endpoint) pair: when Kafka
