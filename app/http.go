@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/api"
-	"github.com/laneway/laneway/console"
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/admin/api"
+	"github.com/laneway/laneway/internal/admin/console"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 )

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/admin/api"
 )
 
 // adminTokens reads the admin tokens from the setting or the file named,

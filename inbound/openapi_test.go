@@ -20,14 +20,14 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
-// The inbound routes are documented in api/openapi.json with the rest of
+// The inbound routes are documented in internal/admin/api/openapi.json with the rest of
 // the API (they are mounted on its listener through api.Config.Routes).
 // TestOpenAPIInbound keeps that part of the spec true, as
-// api/openapi_test.go does for the API's own routes: the spec's inbound
+// internal/admin/api/openapi_test.go does for the API's own routes: the spec's inbound
 // operations are exactly the service's routes, and real requests to the
 // real handlers, mounted behind api.Server with an admin token, on kfake,
 // and their real responses (happy paths and errors: 400, 401, 404, 409,

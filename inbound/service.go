@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
-	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"

@@ -35,7 +35,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/admin/api"
 )
 
 //go:embed static

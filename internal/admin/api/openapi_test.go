@@ -45,14 +45,14 @@ import (
 	"github.com/laneway/laneway/signing"
 )
 
-// The spec in api/openapi.json is hand-written. These tests keep it true:
+// The spec in internal/admin/api/openapi.json is hand-written. These tests keep it true:
 // it must be a valid OpenAPI document; its paths and methods must be
 // exactly the routes the server registers; and real requests and the
 // server's real responses to them (happy and error paths, every documented
 // status of every operation) must validate against it. The webhook it
 // documents is checked against a delivery made by the real sender.
 
-// loadOpenAPI loads and validates api/openapi.json with kin-openapi. With
+// loadOpenAPI loads and validates internal/admin/api/openapi.json with kin-openapi. With
 // strict, every object schema that does not say otherwise is closed
 // (additionalProperties: false) before validation, so that a field a handler
 // returns but the spec does not document fails the contract tests. The
@@ -62,13 +62,13 @@ func loadOpenAPI(t *testing.T, strict bool) *openapi3.T {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(openAPISpec)
 	if err != nil {
-		t.Fatalf("loading api/openapi.json: %v", err)
+		t.Fatalf("loading internal/admin/api/openapi.json: %v", err)
 	}
 	if strict {
 		closeObjectSchemas(doc.Components.Schemas)
 	}
 	if err := doc.Validate(loader.Context); err != nil {
-		t.Fatalf("api/openapi.json is not a valid OpenAPI document: %v", err)
+		t.Fatalf("internal/admin/api/openapi.json is not a valid OpenAPI document: %v", err)
 	}
 	return doc
 }
@@ -296,7 +296,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	}
 	inSource = slices.Compact(slices.Sorted(slices.Values(inSource)))
 	if !slices.Equal(inSource, ops) {
-		t.Errorf("route patterns in api/*.go and spec operations differ:\nonly in the source: %v\nonly in the spec: %v",
+		t.Errorf("route patterns in internal/admin/api/*.go and spec operations differ:\nonly in the source: %v\nonly in the spec: %v",
 			specMissing(inSource, ops), specMissing(ops, inSource))
 	}
 }
@@ -324,7 +324,7 @@ func TestOpenAPIRoute(t *testing.T) {
 	got := h.send(specCall{method: "GET", path: "/openapi.json", noAuth: true})
 	wantStatus(t, response{status: got.status, body: got.body}, http.StatusOK)
 	if !bytes.Equal(got.body, onDisk) {
-		t.Error("GET /openapi.json does not serve api/openapi.json")
+		t.Error("GET /openapi.json does not serve internal/admin/api/openapi.json")
 	}
 	if ct := got.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q", ct)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/laneway/laneway/api"
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 )
