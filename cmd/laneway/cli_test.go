@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/client"
 )
 

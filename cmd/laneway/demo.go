@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/client"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/inbound"
 )
 
 // frontDoorFlags binds the settings that bound what anonymous senders can

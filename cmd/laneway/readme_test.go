@@ -120,7 +120,7 @@ func runServeAndItsCurls(t *testing.T, command string) {
 		t.Logf("%s\n→ %s", c, out)
 	}
 	// `go run` itself dies of the signal; the binary it started shuts down
-	// gracefully (app/shutdown_test.go proves what that means). What must
+	// gracefully (internal/app/shutdown_test.go proves what that means). What must
 	// not happen is hanging.
 	done := make(chan error, 1)
 	go func() { done <- stop() }()

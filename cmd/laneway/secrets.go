@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/secretbox"
 )
 

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/partition"
 )

@@ -184,7 +184,7 @@ var specRoutes = []string{
 }
 
 // servedByInbound reports whether a spec path is served by the inbound
-// package, mounted through Config.Routes: inbound/openapi_test.go checks
+// package, mounted through Config.Routes: internal/inbound/openapi_test.go checks
 // those operations against the inbound handlers, so the checks here leave
 // them out.
 func servedByInbound(path string) bool {

@@ -25,8 +25,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/topics"
 )
 

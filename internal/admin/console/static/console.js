@@ -11,7 +11,7 @@ const DEAD_REASONS = ['payload_too_large', 'gone', 'max_attempts', 'max_age', 'e
 // Reasons that say the endpoint or the event itself is broken (red); the
 // others (amber) are worth a redrive once the receiver is fixed.
 const TERMINAL_REASONS = ['gone', 'endpoint_deleted', 'invalid_event', 'invalid_delivery'];
-// Inbound requests: their statuses (inbound/record.go) and colours.
+// Inbound requests: their statuses (internal/inbound/record.go) and colours.
 const INBOUND_STATUSES = ['pending', 'verified', 'rejected', 'duplicate'];
 const INBOUND_COLOURS = { pending: 'amber', verified: 'green', rejected: 'red', duplicate: 'grey' };
 

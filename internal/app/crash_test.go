@@ -128,7 +128,7 @@ func buildLaneway(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "laneway")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/laneway")
-	cmd.Dir = ".."
+	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

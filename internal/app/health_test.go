@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"

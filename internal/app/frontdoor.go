@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/laneway/laneway/inbound"
 	"github.com/laneway/laneway/internal/admin/api"
+	"github.com/laneway/laneway/internal/inbound"
 )
 
 // ServerLimits bound what one HTTP connection may hold, on every listener.

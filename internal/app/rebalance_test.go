@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )

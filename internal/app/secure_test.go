@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/redisconn"

@@ -13,10 +13,10 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"

@@ -18,9 +18,9 @@ import (
 
 	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/eventsearch"
-	"github.com/laneway/laneway/inbound"
 	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/admin/console"
+	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 )

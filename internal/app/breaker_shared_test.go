@@ -13,14 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // The breaker tests below run two Laneway instances on one Kafka (same
-// topics and groups) and one Redis. app/breaker_test.go already covers one
+// topics and groups) and one Redis. internal/app/breaker_test.go already covers one
 // instance: the breaker holds a failing endpoint's retries and one probe
 // closes it. These cover what needs two: the state handed over in Redis, and
 // a Redis flush.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 

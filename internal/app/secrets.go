@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/secretbox"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/laneway/laneway/app"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"

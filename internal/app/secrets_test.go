@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/app"
-	"github.com/laneway/laneway/inbound"
+	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"

@@ -16,8 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/app"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/fleet"
