@@ -24,8 +24,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/laneway/laneway/internal/ssrf"
 	"github.com/laneway/laneway/signing"
-	"github.com/laneway/laneway/ssrf"
 )
 
 // Config configures a Sender.

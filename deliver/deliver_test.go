@@ -23,8 +23,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/ssrf"
 	"github.com/laneway/laneway/signing"
-	"github.com/laneway/laneway/ssrf"
 )
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}

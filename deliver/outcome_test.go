@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/ssrf"
+	"github.com/laneway/laneway/internal/ssrf"
 )
 
 func TestClassify(t *testing.T) {

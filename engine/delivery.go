@@ -14,7 +14,7 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"

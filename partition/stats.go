@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 

@@ -23,20 +23,20 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
-	"github.com/laneway/laneway/eventsearch"
-	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/embedded"
+	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/notify"
 	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/notify"
 )
 
 // Config is everything `laneway serve` can be told. Zero values take the

@@ -14,13 +14,13 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/deadletter"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/notify"
 	"github.com/laneway/laneway/internal/testkit/testenv"
-	"github.com/laneway/laneway/notify"
 )
 
 // TestDisabledEndpointIsRedrivenInOrder lets an endpoint fail past a short

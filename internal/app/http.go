@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/deadletter"
-	"github.com/laneway/laneway/eventsearch"
 	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/admin/console"
+	"github.com/laneway/laneway/internal/deadletter"
+	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/laneway/laneway/deadletter"
+	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/deadletter"
+	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/laneway/laneway/health"
+	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )

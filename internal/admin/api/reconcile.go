@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/laneway/laneway/eventsearch"
+	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )

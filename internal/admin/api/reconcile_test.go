@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/eventsearch"
+	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/event"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/deadletter"
+	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/receiver"

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/laneway/laneway/ssrf"
+	"github.com/laneway/laneway/internal/ssrf"
 )
 
 // blocked lists, per category, every form of the refused addresses the

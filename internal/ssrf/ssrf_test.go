@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/laneway/laneway/ssrf"
+	"github.com/laneway/laneway/internal/ssrf"
 )
 
 func newGuard(t *testing.T, cfg ssrf.Config) *ssrf.Guard {
