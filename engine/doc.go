@@ -18,4 +18,17 @@
 //	metrics.go     the stage's counters and histograms
 //	events.go      what the stage did, told to DeliveryConfig.OnEvent (tests wait on it)
 //	fdlimit_*.go   the default cap on attempts in flight, from the file-descriptor limit
+//	util.go        DefaultInstanceID (the hostname) and sleepCtx
+//
+// And its tests:
+//
+//	stage_rig_test.go  the delivery stage's rig: kfake or the real broker, fakes, a recording receiver
+//	stage_*_test.go    the delivery stage, one concern a file: backpressure, breakers, bytes, disable,
+//	                   feed, parked progress, slots, stop, thin payloads
+//	events_test.go     the stage's events (the log tests wait on)
+//	hanging_test.go    the fan-out repairing hanging transactions, on the real broker
+//	hotpath_test.go    the per-delivery work without Kafka or a network: allocations and a benchmark
+//
+// The packages around it, and where each lives in the repository, are in
+// docs/architecture.md.
 package engine
