@@ -44,7 +44,7 @@ func bench(ctx context.Context, cfg config, stderr io.Writer) (*result, error) {
 		res.Raw = &raw
 	}
 	fmt.Fprintln(stderr, "starting laneway...")
-	lw, err := startLaneway(ctx, cfg, lanewayLogger(stderr, cfg.LogLevel))
+	lw, err := startLaneway(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func measure(ctx context.Context, cfg config, sched schedule, lw *laneway, prod 
 		r.WarmupSeconds = d.Seconds()
 	}
 	before := readCounters(reg)
-	ph, err := publishAndWait(ctx, cfg, sched, prod, recv, reg, stderr)
+	ph, err := publishAndWait(ctx, cfg, sched, prod, recv, lw.app, stderr)
 	if err != nil {
 		return r, err
 	}
@@ -114,9 +114,10 @@ type phase struct {
 
 // publishAndWait is the measured phase, profiled and watched: publish every
 // event, then wait until every delivery has arrived or ctx ends.
-func publishAndWait(ctx context.Context, cfg config, sched schedule, prod *kgo.Client, recv *benchrecv.Receiver, reg prometheus.Gatherer, stderr io.Writer) (phase, error) {
+func publishAndWait(ctx context.Context, cfg config, sched schedule, prod *kgo.Client, recv *benchrecv.Receiver, lw service, stderr io.Writer) (phase, error) {
+	reg := lw.Registry()
 	ph := phase{published: &published{at: make([]int64, sched.events)}}
-	use := startUsage(cfg.BrokerPID)
+	use := startUsage(cfg.BrokerPID).withLaneway(lw)
 	stopProfile, err := startCPUProfile(cfg.CPUProfile)
 	if err != nil {
 		return ph, err
@@ -266,6 +267,24 @@ type usageStart struct {
 	mem       runtime.MemStats
 	brokerPID int
 	broker    time.Duration
+	// Laneway's own process, when it runs apart (-laneway-bin).
+	lw      service
+	lwCPU   time.Duration
+	lwAlloc float64
+}
+
+// withLaneway adds Laneway's own process to u when it runs apart.
+func (u usageStart) withLaneway(lw service) usageStart {
+	if lw.PID() > 0 {
+		u.lw, u.lwCPU, u.lwAlloc = lw, pidCPU(lw.PID()), allocatedBytes(lw.Registry())
+	}
+	return u
+}
+
+// allocatedBytes is the Go heap allocated since the process started, from
+// its metrics.
+func allocatedBytes(reg prometheus.Gatherer) float64 {
+	return snapshot(reg).sum("go_memstats_alloc_bytes_total")
 }
 
 func startUsage(brokerPID int) usageStart {
@@ -283,7 +302,7 @@ func (u usageStart) since(delivered int64) usage {
 	cpu := processCPU() - u.cpu
 	per := float64(max(delivered, 1))
 	broker := pidCPU(u.brokerPID) - u.broker
-	return usage{
+	out := usage{
 		CPUCores:                cpu.Seconds() / wall.Seconds(),
 		CPUMicrosPerDeliv:       float64(cpu.Microseconds()) / per,
 		AllocBytesPerDeliv:      float64(m.TotalAlloc-u.mem.TotalAlloc) / per,
@@ -291,6 +310,13 @@ func (u usageStart) since(delivered int64) usage {
 		BrokerCPUCores:          broker.Seconds() / wall.Seconds(),
 		BrokerCPUMicrosPerDeliv: float64(broker.Microseconds()) / per,
 	}
+	if u.lw != nil {
+		lw := pidCPU(u.lw.PID()) - u.lwCPU
+		out.LanewayCPUCores = lw.Seconds() / wall.Seconds()
+		out.LanewayCPUMicrosPerDeliv = float64(lw.Microseconds()) / per
+		out.LanewayAllocBytesPerDeliv = (allocatedBytes(u.lw.Registry()) - u.lwAlloc) / per
+	}
+	return out
 }
 
 // lanewayCounters are Laneway's own delivery metrics.

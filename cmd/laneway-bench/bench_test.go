@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 func testConfig(t *testing.T, args ...string) config {
@@ -140,5 +143,37 @@ func TestRunSmall(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "PASS") {
 		t.Fatalf("human report lacks PASS:\n%s", stderr.String())
+	}
+}
+
+// TestRunSmallLanewayProcess runs the harness with Laneway as its own
+// `laneway serve` process against the real Kafka and Redis, and expects a
+// clean pass with Laneway's CPU and allocations reported apart.
+func TestRunSmallLanewayProcess(t *testing.T) {
+	backend, ok := testenv.RealKafka()
+	if testing.Short() || !ok {
+		t.Skip("needs the real Kafka and Redis (LANEWAY_TEST_KAFKA_BROKERS, LANEWAY_TEST_REDIS_URL)")
+	}
+	bin := filepath.Join(t.TempDir(), "laneway")
+	if out, err := exec.Command("go", "build", "-o", bin, "../laneway").CombinedOutput(); err != nil {
+		t.Fatalf("build laneway: %v\n%s", err, out)
+	}
+	cfg := testConfig(t, "-events", "600", "-entities", "50", "-endpoints", "6", "-fanout", "2",
+		"-max-concurrency", "3", "-raw-requests", "500", "-progress", "0", "-json", "-timeout", "2m",
+		"-laneway-bin", bin, "-kafka-brokers", strings.Join(backend.Brokers, ","), "-redis-url", backend.RedisURL)
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), cfg, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	var res result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("json line: %v\n%s", err, stdout.String())
+	}
+	u := res.Laneway.Usage
+	if c := res.Laneway.Correctness; c.Received != 1200 || c.Missing != 0 || len(res.Failures) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if u.LanewayCPUMicrosPerDeliv <= 0 || u.LanewayAllocBytesPerDeliv <= 0 || !res.Setup.LanewayProcess {
+		t.Fatalf("Laneway's own process not measured: %+v", u)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -26,12 +26,32 @@ import (
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
-// laneway is the service under test, running in this process.
+// laneway is the service under test, in this process or a child process
+// (-laneway-bin).
 type laneway struct {
-	app  *app.App
+	app  service
 	name string // prefix of this run's topics and groups
 	cfg  config
 }
+
+// service is what the benchmark uses of Laneway.
+type service interface {
+	Brokers() []string
+	Topics() topics.Config
+	HTTPAddr() string
+	DeliveriesGroup() string
+	Registry() prometheus.Gatherer
+	// PID is Laneway's own process when it runs apart from the
+	// benchmark, 0 in this process.
+	PID() int
+	Stop()
+}
+
+// inProcess is Laneway in the benchmark's own process.
+type inProcess struct{ *app.App }
+
+func (a inProcess) Registry() prometheus.Gatherer { return a.App.Registry() }
+func (a inProcess) PID() int                      { return 0 }
 
 // uniqueName names this run's topics and groups so that runs against a
 // shared broker never see each other's data or join each other's groups.
@@ -43,13 +63,20 @@ func uniqueName(prefix string) string {
 
 // startLaneway starts Laneway in this process with the settings the flags
 // (or the scenario's defaults) chose; zero values keep Laneway's defaults.
-func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*laneway, error) {
+func startLaneway(ctx context.Context, cfg config, stderr io.Writer) (*laneway, error) {
 	// A key of the run's own: the run's topics do not outlive it.
 	benchRing, err := secretbox.NewRing(secretbox.NewKey("bench"))
 	if err != nil {
 		return nil, err
 	}
 	name := uniqueName("bench")
+	if cfg.LanewayBin != "" {
+		e, err := startExternal(ctx, cfg, name, stderr)
+		if err != nil {
+			return nil, err
+		}
+		return &laneway{app: e, name: name, cfg: cfg}, nil
+	}
 	acfg := app.Config{
 		KafkaBrokers: cfg.KafkaBrokers, RedisURL: cfg.RedisURL, HTTPAddr: "127.0.0.1:0",
 		Secrets: app.SecretsConfig{Ring: benchRing},
@@ -57,7 +84,7 @@ func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*lanewa
 		Topics:      topics.Config{Partitions: int32(cfg.Partitions)}.WithPrefix(name),
 		GroupPrefix: name, InstanceID: name,
 		AllowTargets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Logger:       logger,
+		Logger:       lanewayLogger(stderr, cfg.LogLevel),
 		ParkAfter:    cfg.ParkAfter, LaneBuffer: cfg.LaneBuffer, AttemptTimeout: cfg.AttemptTimeout,
 		LaneBytes: cfg.LaneBytes, MaxInFlight: cfg.MaxInFlight,
 	}
@@ -70,7 +97,7 @@ func startLaneway(ctx context.Context, cfg config, logger *slog.Logger) (*lanewa
 	if err != nil {
 		return nil, fmt.Errorf("start laneway: %w", err)
 	}
-	return &laneway{app: a, name: name, cfg: cfg}, nil
+	return &laneway{app: inProcess{a}, name: name, cfg: cfg}, nil
 }
 
 // stop stops Laneway within timeout and, on a real broker, deletes what the

@@ -80,6 +80,7 @@ type config struct {
 
 	KafkaBrokers []string
 	BrokerPID    int
+	LanewayBin   string
 	RedisURL     string
 	KeepTopics   bool
 
@@ -142,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "deadline for the whole run")
 	fs.DurationVar(&c.Progress, "progress", 5*time.Second, "progress line interval on stderr (0: none)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the measured phase to this file")
+	fs.StringVar(&c.LanewayBin, "laneway-bin", "", "run Laneway as `<path> serve` in a child process (needs -kafka-brokers and -redis-url): its CPU and allocations are then reported apart from the harness's")
 	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "pid of the Kafka broker's JVM, to report its CPU beside Laneway's (scripts/testenv.sh writes it to <state dir>/kafka.pid)")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile (whole run, sampled) to this file after the measured phase")
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON line on stdout (the human report goes to stderr)")

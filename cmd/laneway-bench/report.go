@@ -42,6 +42,7 @@ type setup struct {
 	SharedPort       bool    `json:"shared_port"`
 	Warmup           bool    `json:"warmup"`
 	ProducerLingerMs float64 `json:"producer_linger_ms"`
+	LanewayProcess   bool    `json:"laneway_process"` // Laneway ran apart (-laneway-bin)
 }
 
 // e2eResult is the Laneway end-to-end measurement.
@@ -79,6 +80,10 @@ type usage struct {
 	// does not pass as a gain; 0 without it.
 	BrokerCPUCores          float64 `json:"broker_cpu_cores,omitempty"`
 	BrokerCPUMicrosPerDeliv float64 `json:"broker_cpu_us_per_delivery,omitempty"`
+	// Laneway's own process when it runs apart (-laneway-bin); 0 otherwise.
+	LanewayCPUCores           float64 `json:"laneway_cpu_cores,omitempty"`
+	LanewayCPUMicrosPerDeliv  float64 `json:"laneway_cpu_us_per_delivery,omitempty"`
+	LanewayAllocBytesPerDeliv float64 `json:"laneway_alloc_bytes_per_delivery,omitempty"`
 }
 
 type correctness struct {
@@ -107,7 +112,7 @@ func newResult(cfg config) *result {
 			Events: cfg.Events, Fanout: cfg.Fanout, Entities: cfg.Entities, Endpoints: cfg.Endpoints,
 			Tenants: cfg.Endpoints / cfg.Fanout, MaxConcurrency: cfg.MaxConcurrency, Partitions: cfg.Partitions,
 			RatePerSecond: cfg.Rate, ReceiverDelayMs: ms(cfg.ReceiverDelay), Verify: cfg.Verify,
-			SharedPort: cfg.SharedPort, Warmup: cfg.Warmup, ProducerLingerMs: ms(cfg.Linger),
+			SharedPort: cfg.SharedPort, Warmup: cfg.Warmup, ProducerLingerMs: ms(cfg.Linger), LanewayProcess: cfg.LanewayBin != "",
 		},
 		Failures: []string{},
 	}
@@ -173,10 +178,14 @@ func (r *result) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n  latency:    publish → receipt p50 %s, p90 %s, p99 %s, max %s\n",
 		fmtMs(l.Latency.P50Ms), fmtMs(l.Latency.P90Ms), fmtMs(l.Latency.P99Ms), fmtMs(l.Latency.MaxMs))
-	fmt.Fprintf(w, "  process:    %.2f cores busy, %.0fµs CPU and %.0f bytes allocated per delivery, %d GCs (whole process: Laneway, Kafka, publisher, receiver)\n",
-		l.Usage.CPUCores, l.Usage.CPUMicrosPerDeliv, l.Usage.AllocBytesPerDeliv, l.Usage.GCs)
+	fmt.Fprintf(w, "  process:    %.2f cores busy, %.0fµs CPU and %.0f bytes allocated per delivery, %d GCs (this process: %s)\n",
+		l.Usage.CPUCores, l.Usage.CPUMicrosPerDeliv, l.Usage.AllocBytesPerDeliv, l.Usage.GCs, processHolds(r))
 	if l.Usage.BrokerCPUCores > 0 {
 		fmt.Fprintf(w, "  broker:     %.2f cores busy, %.0fµs CPU per delivery (the Kafka JVM)\n", l.Usage.BrokerCPUCores, l.Usage.BrokerCPUMicrosPerDeliv)
+	}
+	if l.Usage.LanewayCPUCores > 0 {
+		fmt.Fprintf(w, "  laneway:    %.2f cores busy, %.0fµs CPU and %.0f bytes allocated per delivery (its own process, -laneway-bin)\n",
+			l.Usage.LanewayCPUCores, l.Usage.LanewayCPUMicrosPerDeliv, l.Usage.LanewayAllocBytesPerDeliv)
 	}
 	fmt.Fprintf(w, "  laneway:    %.0f attempts, %.0f failed, %.0f dead letters, %.0f lanes parked\n",
 		l.Counters.Attempts, l.Counters.FailedAttempts, l.Counters.DeadLetters, l.Counters.LanesParked)
@@ -228,4 +237,15 @@ func hasLabel(labels []*dto.LabelPair, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// processHolds says what the benchmark's own process ran.
+func processHolds(r *result) string {
+	switch {
+	case r.Setup.LanewayProcess:
+		return "publisher and receiver; Laneway below"
+	case strings.HasPrefix(r.Machine.Backend, "embedded"):
+		return "Laneway, embedded Kafka, publisher and receiver"
+	}
+	return "Laneway, publisher and receiver"
 }

@@ -292,7 +292,7 @@ func startRig(ctx context.Context, cfg config, p *plan, endpoints int, limit fun
 		return nil, err
 	}
 	fmt.Fprintln(stderr, "starting laneway...")
-	if r.lw, err = startLaneway(ctx, cfg, lanewayLogger(stderr, cfg.LogLevel)); err != nil {
+	if r.lw, err = startLaneway(ctx, cfg, stderr); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "creating %d endpoints on %d receiver ports...\n", endpoints, r.recv.Ports())
