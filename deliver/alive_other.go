@@ -4,6 +4,10 @@ package deliver
 
 import "net"
 
-// alive cannot peek at a socket portably; a closed connection fails its
+// peeker cannot peek at a socket portably; a closed connection fails its
 // attempt, which is retried after its delay like any transport error.
-func alive(net.Conn) bool { return true }
+type peeker struct{}
+
+func newPeeker(net.Conn) peeker { return peeker{} }
+
+func (*peeker) alive() bool { return true }

@@ -274,31 +274,36 @@ func (s *Sender) connect(ctx context.Context, t *target, deadline time.Time, poo
 		}
 		nc = tc
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: t.poolID}, nil
+	return newConn(nc, t.poolID), nil
 }
 
-// exchange writes the request on c and reads the response. unsent reports
-// a reused connection that took no byte of the request.
+// exchange writes the request on c and reads the response; c goes back to
+// the pool if it can carry another request, and is closed otherwise.
+// unsent reports a reused connection that took no byte of the request.
 func (s *Sender) exchange(parent context.Context, c *conn, head, body []byte, deadline time.Time) (res Result, unsent bool) {
-	keep := false
-	defer func() {
-		if !keep {
-			_ = c.nc.Close()
-		}
-	}()
+	res, unsent, reusable := s.exchangeOn(parent, c, head, body, deadline)
+	if reusable {
+		s.pool.put(c, time.Now())
+	} else {
+		_ = c.nc.Close()
+	}
+	return res, unsent
+}
+
+func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, deadline time.Time) (res Result, unsent, reusable bool) {
 	if err := c.nc.SetDeadline(deadline); err != nil {
-		return Result{Err: &TransportError{Err: err}}, false
+		return Result{Err: &TransportError{Err: err}}, false, false
 	}
 	stopWatch := s.watch(parent, c)
 	n, werr := writeRequest(c, head, body)
 	if werr != nil && n == 0 && c.reused && parent.Err() == nil {
 		stopWatch()
-		return Result{}, true
+		return Result{}, true, false
 	}
 	var netErr net.Error
 	if werr != nil && errors.As(werr, &netErr) && netErr.Timeout() {
 		stopWatch()
-		return Result{Err: s.exchangeError(parent, werr)}, false
+		return Result{Err: s.exchangeError(parent, werr)}, false, false
 	}
 	// After a failed write the server may still have answered (a 413 for
 	// a body it would not take, then a close): its answer decides.
@@ -308,15 +313,12 @@ func (s *Sender) exchange(parent context.Context, c *conn, head, body []byte, de
 		if werr != nil {
 			err = fmt.Errorf("writing the request: %w", werr)
 		}
-		return Result{Err: s.exchangeError(parent, describeReadError(err))}, false
+		return Result{Err: s.exchangeError(parent, describeReadError(err))}, false, false
 	}
 	read := s.resultOf(c.br, h)
-	// The watch must not close a connection that goes back to the pool.
-	if stopWatch() && read.complete && werr == nil && !h.close && c.br.Buffered() == 0 {
-		keep = true
-		s.pool.put(c, time.Now())
-	}
-	return read.Result, false
+	// A watch that fired may have cut the connection: it cannot be reused.
+	watched := stopWatch()
+	return read.Result, false, watched && read.complete && werr == nil && !h.close && c.br.Buffered() == 0
 }
 
 // watch ends c's exchange when parent is canceled (the deadline covers the
@@ -326,7 +328,7 @@ func (s *Sender) watch(parent context.Context, c *conn) (stop func() bool) {
 	if parent.Done() == nil {
 		return func() bool { return true }
 	}
-	return context.AfterFunc(parent, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
+	return context.AfterFunc(parent, c.interrupt)
 }
 
 // writeRequest writes head and body (body empty when it rode in head).

@@ -14,6 +14,17 @@ type conn struct {
 	poolID string
 	idleAt time.Time // when it went back to the pool
 	reused bool      // taken from the pool rather than dialled for this attempt
+	// interrupt ends the exchange under way (a canceled caller); made once
+	// per connection so that watching an attempt allocates no closure.
+	interrupt func()
+	peek      peeker // see alive
+}
+
+func newConn(nc net.Conn, poolID string) *conn {
+	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: poolID}
+	c.interrupt = func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }
+	c.peek = newPeeker(nc)
+	return c
 }
 
 // connReadBuffer is each connection's response buffer: a response head
@@ -46,7 +57,7 @@ func (p *connPool) get(poolID string, now time.Time) *conn {
 		switch {
 		case c == nil:
 			return nil
-		case expired || !alive(c.nc): // one non-blocking peek, see alive
+		case expired || !c.peek.alive(): // one non-blocking peek
 			_ = c.nc.Close()
 		default:
 			c.reused = true
@@ -64,11 +75,7 @@ func (p *connPool) pop(poolID string, now time.Time) (c *conn, expired bool) {
 	}
 	c = list[len(list)-1]
 	list[len(list)-1] = nil
-	if len(list) == 1 {
-		delete(p.idle, poolID)
-	} else {
-		p.idle[poolID] = list[:len(list)-1]
-	}
+	p.idle[poolID] = list[:len(list)-1] // kept when empty: put reuses it
 	p.count--
 	return c, now.Sub(c.idleAt) > p.idleTimeout
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package deliver_test
+
+const raceDetector = false
