@@ -195,15 +195,16 @@ func (f *Fanout) transact(ctx context.Context, fetches kgo.Fetches) (kadm.Topics
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	produced := kgo.AbortingFirstErrPromise(sess.Client())
-	var ids []string
+	var sc fanoutScratch
 	var outs []*kgo.Record
-	counts := fanoutCounts{}
 	fetches.EachRecord(func(r *kgo.Record) {
-		for _, out := range f.deliveriesFor(r, &ids, &counts) {
-			outs = append(outs, out)
+		n := len(outs)
+		outs = f.deliveriesFor(r, &sc, outs)
+		for _, out := range outs[n:] {
 			sess.Produce(ctx, out, produced.Promise())
 		}
 	})
+	counts := sc.counts
 	// Err waits for every produce; any failure aborts the transaction.
 	produceErr := produced.Err()
 	committed, err := sess.End(ctx, produceErr == nil)
@@ -219,33 +220,39 @@ func (f *Fanout) transact(ctx context.Context, fetches kgo.Fetches) (kadm.Topics
 
 type fanoutCounts struct{ events, deliveries, invalid, unmatched int }
 
-// deliveriesFor turns one event record into its output records: a delivery
-// per subscribed endpoint, or one dead letter if the event is invalid.
-func (f *Fanout) deliveriesFor(r *kgo.Record, ids *[]string, counts *fanoutCounts) []*kgo.Record {
+// fanoutScratch is what one transaction reuses from event to event.
+type fanoutScratch struct {
+	ids    []string
+	enc    event.DeliveryEncoder
+	counts fanoutCounts
+}
+
+// deliveriesFor appends one event record's output records to outs: a
+// delivery per subscribed endpoint, or one dead letter if the event is
+// invalid.
+func (f *Fanout) deliveriesFor(r *kgo.Record, sc *fanoutScratch, outs []*kgo.Record) []*kgo.Record {
 	now := f.cfg.Now()
-	counts.events++
+	sc.counts.events++
 	env, err := event.ParseEnvelope(r.Value, now)
 	if err != nil {
-		counts.invalid++
+		sc.counts.invalid++
 		f.cfg.Logger.Warn("invalid event dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		return []*kgo.Record{f.invalidEventRecord(r, err, now)}
+		return append(outs, f.invalidEventRecord(r, err, now))
 	}
-	*ids = f.cfg.Subscribers.Subscribers((*ids)[:0], env.Tenant, env.Type)
-	if len(*ids) == 0 {
-		counts.unmatched++
-		return nil
+	sc.ids = f.cfg.Subscribers.Subscribers(sc.ids[:0], env.Tenant, env.Type)
+	if len(sc.ids) == 0 {
+		sc.counts.unmatched++
+		return outs
 	}
-	enc, err := event.NewDeliveryEncoder(env, now)
-	if err != nil { // cannot happen: the envelope was just decoded from JSON
-		counts.invalid++
-		return []*kgo.Record{f.invalidEventRecord(r, err, now)}
+	if err := sc.enc.Reset(env, now); err != nil { // cannot happen: the envelope was just decoded from JSON
+		sc.counts.invalid++
+		return append(outs, f.invalidEventRecord(r, err, now))
 	}
-	out := make([]*kgo.Record, 0, len(*ids))
-	for _, id := range *ids {
-		out = append(out, &kgo.Record{Topic: f.cfg.Topics.Deliveries, Key: []byte(id), Value: enc.Encode(id)})
+	for _, id := range sc.ids {
+		outs = append(outs, &kgo.Record{Topic: f.cfg.Topics.Deliveries, Key: []byte(id), Value: sc.enc.Encode(id)})
 	}
-	counts.deliveries += len(out)
-	return out
+	sc.counts.deliveries += len(sc.ids)
+	return outs
 }
 
 func (f *Fanout) invalidEventRecord(r *kgo.Record, cause error, now time.Time) *kgo.Record {

@@ -295,44 +295,54 @@ const deliveryTemplateID = "\x01endpoint\x01"
 
 // DeliveryEncoder encodes one event's deliveries: the JSON is built once
 // and only the endpoint id differs, which spares the fan-out a full encode
-// (and a re-validation of the payload) per endpoint.
+// (and a re-validation of the payload) per endpoint. Reset reuses it for
+// the next event, so that the fan-out's one encoder allocates only the
+// records it returns.
 type DeliveryEncoder struct {
-	before, after []byte
+	buf   []byte // the record without its endpoint id
+	split int    // where the endpoint id goes in buf
 }
 
-// NewDeliveryEncoder prepares the deliveries of env created at now. The
-// record is written by hand, in json.Marshal's bytes for a Delivery
-// (TestDeliveryEncoderMatchesJSONMarshal): it is on every event's path.
-func NewDeliveryEncoder(env Envelope, now time.Time) (DeliveryEncoder, error) {
+// NewDeliveryEncoder prepares the deliveries of env created at now.
+func NewDeliveryEncoder(env Envelope, now time.Time) (*DeliveryEncoder, error) {
+	e := &DeliveryEncoder{}
+	return e, e.Reset(env, now)
+}
+
+// Reset prepares the deliveries of env created at now. The record is
+// written by hand, in json.Marshal's bytes for a Delivery
+// (FuzzDeliveryEncoderMatchesJSONMarshal): it is on every event's path.
+func (e *DeliveryEncoder) Reset(env Envelope, now time.Time) error {
 	now = now.UTC()
 	for _, t := range []time.Time{env.OccurredAt, now} {
 		if err := representable(t); err != nil {
-			return DeliveryEncoder{}, err
+			return err
 		}
 	}
 	data, err := compactHTMLSafe(env.Data)
 	if err != nil {
-		return DeliveryEncoder{}, err
+		return err
 	}
-	before := appendJSONString(append(make([]byte, 0, 16+len(env.ID)), `{"event_id":`...), env.ID)
-	before = append(before, `,"endpoint_id":`...)
-	after := make([]byte, 0, 160+len(env.Tenant)+len(env.Type)+len(env.Entity)+len(data))
-	after = appendJSONString(append(after, `,"tenant":`...), env.Tenant)
-	after = appendJSONString(append(after, `,"type":`...), env.Type)
-	after = appendJSONString(append(after, `,"entity":`...), env.Entity)
-	after = strconv.AppendInt(append(after, `,"revision":`...), env.Revision, 10)
+	b := appendJSONString(append(e.buf[:0], `{"event_id":`...), env.ID)
+	b = append(b, `,"endpoint_id":`...)
+	e.split = len(b)
+	b = appendJSONString(append(b, `,"tenant":`...), env.Tenant)
+	b = appendJSONString(append(b, `,"type":`...), env.Type)
+	b = appendJSONString(append(b, `,"entity":`...), env.Entity)
+	b = strconv.AppendInt(append(b, `,"revision":`...), env.Revision, 10)
 	if env.Coalesce {
-		after = append(after, `,"coalesce":true`...)
+		b = append(b, `,"coalesce":true`...)
 	}
-	after = env.OccurredAt.AppendFormat(append(after, `,"occurred_at":"`...), time.RFC3339Nano)
+	b = env.OccurredAt.AppendFormat(append(b, `,"occurred_at":"`...), time.RFC3339Nano)
 	if len(data) > 0 {
-		after = append(append(after, `","data":`...), data...)
-		after = append(after, `,"created_at":"`...)
+		b = append(append(b, `","data":`...), data...)
+		b = append(b, `,"created_at":"`...)
 	} else {
-		after = append(after, `","created_at":"`...)
+		b = append(b, `","created_at":"`...)
 	}
-	after = now.AppendFormat(after, time.RFC3339Nano)
-	return DeliveryEncoder{before: before, after: append(after, `"}`...)}, nil
+	b = now.AppendFormat(b, time.RFC3339Nano)
+	e.buf = append(b, `"}`...)
+	return nil
 }
 
 // compactHTMLSafe is data as json.Marshal writes a json.RawMessage:
@@ -357,9 +367,9 @@ func compactHTMLSafe(data json.RawMessage) ([]byte, error) {
 }
 
 // Encode returns the delivery record value for one endpoint.
-func (e DeliveryEncoder) Encode(endpointID string) []byte {
-	out := make([]byte, 0, len(e.before)+len(endpointID)+2+len(e.after))
-	out = append(out, e.before...)
+func (e *DeliveryEncoder) Encode(endpointID string) []byte {
+	out := make([]byte, 0, len(e.buf)+len(endpointID)+2)
+	out = append(out, e.buf[:e.split]...)
 	out = appendJSONString(out, endpointID) // as json.Marshal quotes it
-	return append(out, e.after...)
+	return append(out, e.buf[e.split:]...)
 }
