@@ -50,10 +50,9 @@ func deadGroup() *group {
 				},
 				run: func(ctx context.Context, c cmdIO, _ []string) error {
 					q := client.DeadQuery{EndpointID: list.endpoint, Reason: list.reason, Since: list.since.t, Until: list.until.t, Limit: list.limit}
-					l, err := collect(ctx, list.cursor, list.all, func(cursor string) (page[client.DeadLetter], error) {
+					l, err := collect(ctx, list.cursor, list.all, func(cursor string) (client.Page[client.DeadLetter], error) {
 						q.Cursor = cursor
-						p, err := c.c.ListDead(ctx, q)
-						return page[client.DeadLetter]{p.Data, p.NextCursor, p.Scanned, p.Raw}, err
+						return c.c.ListDead(ctx, q)
 					})
 					if err != nil {
 						return err

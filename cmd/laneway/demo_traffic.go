@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // traffic publishes the demo's events through the API at a steady rate,
@@ -33,15 +34,9 @@ type traffic struct {
 	lastErr               string
 }
 
-type demoEvent struct {
-	Type       string          `json:"type"`
-	Tenant     string          `json:"tenant"`
-	Entity     string          `json:"entity"`
-	Revision   int64           `json:"revision"`
-	Coalesce   bool            `json:"coalesce,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	Data       json.RawMessage `json:"data"`
-}
+// demoEvent is one event the demo publishes. Its ID is left empty: the API
+// gives each event one.
+type demoEvent = event.Envelope
 
 var orderStatuses = []string{"placed", "paid", "packed", "shipped", "delivered"}
 

@@ -42,10 +42,9 @@ ago (15m, 2h); --since is required (searches read a time range, not the whole to
 					}
 					q := client.EventQuery{Tenant: list.tenant, Type: list.typ, Entity: list.entity,
 						Since: list.since.t, Until: list.until.t, Limit: list.limit}
-					l, err := collect(ctx, list.cursor, list.all, func(cursor string) (page[client.Event], error) {
+					l, err := collect(ctx, list.cursor, list.all, func(cursor string) (client.Page[client.Event], error) {
 						q.Cursor = cursor
-						p, err := c.c.ListEvents(ctx, q)
-						return page[client.Event]{p.Data, p.NextCursor, p.Scanned, p.Raw}, err
+						return c.c.ListEvents(ctx, q)
 					})
 					if err != nil {
 						return err

@@ -5,15 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-)
 
-// page is one page of a cursor listing, as the commands need it.
-type page[T any] struct {
-	items   []T
-	next    string
-	scanned int
-	raw     json.RawMessage
-}
+	"github.com/laneway/laneway/internal/client"
+)
 
 // listing is the result of one or more pages.
 type listing[T any] struct {
@@ -30,7 +24,7 @@ type listing[T any] struct {
 const maxPages = 100_000
 
 // collect fetches the page at cursor and, with all, every following page.
-func collect[T any](ctx context.Context, cursor string, all bool, fetch func(cursor string) (page[T], error)) (listing[T], error) {
+func collect[T any](ctx context.Context, cursor string, all bool, fetch func(cursor string) (client.Page[T], error)) (listing[T], error) {
 	var l listing[T]
 	for {
 		p, err := fetch(cursor)
@@ -38,19 +32,19 @@ func collect[T any](ctx context.Context, cursor string, all bool, fetch func(cur
 			return l, err
 		}
 		l.pages++
-		l.items = append(l.items, p.items...)
-		l.next, l.raw = p.next, p.raw
-		l.scanned += p.scanned
+		l.items = append(l.items, p.Data...)
+		l.next, l.raw = p.NextCursor, p.Raw
+		l.scanned += p.Scanned
 		if all {
 			var doc struct {
 				Data []json.RawMessage `json:"data"`
 			}
-			if err := json.Unmarshal(p.raw, &doc); err != nil {
+			if err := json.Unmarshal(p.Raw, &doc); err != nil {
 				return l, fmt.Errorf("decoding a page: %w", err)
 			}
 			l.rawItems = append(l.rawItems, doc.Data...)
 		}
-		if !all || p.next == "" {
+		if !all || p.NextCursor == "" {
 			return l, nil
 		}
 		if l.pages >= maxPages {
@@ -59,7 +53,7 @@ func collect[T any](ctx context.Context, cursor string, all bool, fetch func(cur
 		if err := ctx.Err(); err != nil {
 			return l, err
 		}
-		cursor = p.next
+		cursor = p.NextCursor
 	}
 }
 

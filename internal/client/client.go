@@ -218,6 +218,33 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	return resp, nil
 }
 
+// rawKeeper is a response type (a pointer to T) that keeps the API's JSON
+// in its Raw field, for the CLI to print verbatim.
+type rawKeeper[T any] interface {
+	*T
+	keepRaw(raw json.RawMessage)
+}
+
+// fetch sends a request and decodes its 2xx answer into a T that keeps the
+// API's JSON as well.
+func fetch[T any, P rawKeeper[T]](ctx context.Context, c *Client, method, path string, query url.Values, body any) (T, error) {
+	out, _, err := fetchResponse[T, P](ctx, c, method, path, query, body, nil)
+	return out, err
+}
+
+// fetchResponse is fetch with request headers, answering the response too
+// (for its status and headers). On an error the value is zero.
+func fetchResponse[T any, P rawKeeper[T]](ctx context.Context, c *Client, method, path string, query url.Values, body any, header http.Header) (T, *Response, error) {
+	var out T
+	resp, err := c.call(ctx, method, path, query, body, header, &out)
+	if err != nil {
+		var zero T
+		return zero, nil, err
+	}
+	P(&out).keepRaw(json.RawMessage(resp.Body))
+	return out, resp, nil
+}
+
 func setTime(q url.Values, key string, t time.Time) {
 	if !t.IsZero() {
 		q.Set(key, t.UTC().Format(time.RFC3339Nano))

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 // Published is the answer to PublishEvent.
@@ -22,19 +24,13 @@ type Published struct {
 	Raw       json.RawMessage `json:"-"`
 }
 
-// Event is an accepted event as GET /v1/events shows it.
+// Event is an accepted event as GET /v1/events shows it: the envelope the
+// producer sent and where Kafka stored it (as eventsearch.Event).
 type Event struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Tenant     string          `json:"tenant"`
-	Entity     string          `json:"entity"`
-	Revision   int64           `json:"revision"`
-	Coalesce   bool            `json:"coalesce,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	Data       json.RawMessage `json:"data,omitempty"`
-	AcceptedAt time.Time       `json:"accepted_at"`
-	Partition  int32           `json:"partition"`
-	Offset     int64           `json:"offset"`
+	event.Envelope
+	AcceptedAt time.Time `json:"accepted_at"`
+	Partition  int32     `json:"partition"`
+	Offset     int64     `json:"offset"`
 }
 
 // EventQuery selects events by the time Kafka accepted them. Since is
@@ -46,42 +42,28 @@ type EventQuery struct {
 	Limit                int
 }
 
-// EventPage is one page of GET /v1/events; NextCursor is "" on the last.
-type EventPage struct {
-	Data       []Event         `json:"data"`
+// Page is one page of a cursor listing (GET /v1/events, GET /v1/dead);
+// NextCursor is "" on the last.
+type Page[T any] struct {
+	Data       []T             `json:"data"`
 	NextCursor string          `json:"next_cursor"`
 	Scanned    int             `json:"scanned"`
 	Raw        json.RawMessage `json:"-"`
 }
 
-// Delivery is the delivery a dead letter keeps for redrive.
-type Delivery struct {
-	EventID    string          `json:"event_id"`
-	EndpointID string          `json:"endpoint_id"`
-	Tenant     string          `json:"tenant"`
-	Type       string          `json:"type"`
-	Entity     string          `json:"entity"`
-	Revision   int64           `json:"revision"`
-	Coalesce   bool            `json:"coalesce,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	Data       json.RawMessage `json:"data,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	Attempts   int             `json:"attempts,omitempty"`
-	LastError  string          `json:"last_error,omitempty"`
-}
+// EventPage is one page of GET /v1/events.
+type EventPage = Page[Event]
 
-// DeadLetter is one record of the dead-letter topic.
+// Delivery is the delivery a dead letter keeps for redrive, as the
+// deliveries topic holds it.
+type Delivery = event.Delivery
+
+// DeadLetter is one record of the dead-letter topic and where it sits (as
+// deadletter.Letter).
 type DeadLetter struct {
-	ID         string    `json:"id"`
-	Reason     string    `json:"reason"`
-	Detail     string    `json:"detail,omitempty"`
-	DeadAt     time.Time `json:"dead_at"`
-	EndpointID string    `json:"endpoint_id,omitempty"`
-	Delivery   *Delivery `json:"delivery,omitempty"`
-	Raw        []byte    `json:"raw,omitempty"`
-	Source     string    `json:"source,omitempty"`
-	Partition  int32     `json:"partition"`
-	Offset     int64     `json:"offset"`
+	event.DeadLetter
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 // DeadQuery selects dead letters; zero fields match everything.
@@ -92,13 +74,8 @@ type DeadQuery struct {
 	Limit              int
 }
 
-// DeadPage is one page of GET /v1/dead; NextCursor is "" on the last.
-type DeadPage struct {
-	Data       []DeadLetter    `json:"data"`
-	NextCursor string          `json:"next_cursor"`
-	Scanned    int             `json:"scanned"`
-	Raw        json.RawMessage `json:"-"`
-}
+// DeadPage is one page of GET /v1/dead.
+type DeadPage = Page[DeadLetter]
 
 // RedriveRequest selects dead letters to redrive: IDs, or every letter of
 // EndpointID (optionally of one Reason) between Since and Until.
@@ -159,9 +136,7 @@ type PlatformHealth struct {
 // CreateEndpoint creates an endpoint; the answer carries its secret, which
 // the API shows only here.
 func (c *Client) CreateEndpoint(ctx context.Context, e NewEndpoint) (Endpoint, error) {
-	var out Endpoint
-	resp, err := c.call(ctx, http.MethodPost, "/v1/endpoints", nil, e, nil, &out)
-	return withRaw(out, resp, err, func(v *Endpoint, raw json.RawMessage) { v.Raw = raw })
+	return fetch[Endpoint](ctx, c, http.MethodPost, "/v1/endpoints", nil, e)
 }
 
 // ListEndpoints lists endpoints with their health.
@@ -170,9 +145,7 @@ func (c *Client) ListEndpoints(ctx context.Context, o ListEndpointsOptions) (End
 	setString(q, "tenant", o.Tenant)
 	setString(q, "sort", o.Sort)
 	setInt(q, "limit", o.Limit)
-	var out EndpointList
-	resp, err := c.call(ctx, http.MethodGet, "/v1/endpoints", q, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *EndpointList, raw json.RawMessage) { v.Raw = raw })
+	return fetch[EndpointList](ctx, c, http.MethodGet, "/v1/endpoints", q, nil)
 }
 
 // GetEndpoint returns one endpoint with its health.
@@ -202,9 +175,7 @@ func (c *Client) DeleteEndpoint(ctx context.Context, id string) error {
 }
 
 func (c *Client) endpointCall(ctx context.Context, method, path string, body any) (Endpoint, error) {
-	var out Endpoint
-	resp, err := c.call(ctx, method, path, nil, body, nil, &out)
-	return withRaw(out, resp, err, func(v *Endpoint, raw json.RawMessage) { v.Raw = raw })
+	return fetch[Endpoint](ctx, c, method, path, nil, body)
 }
 
 // RotateSecret puts a new secret first; the current ones stay valid for the
@@ -217,16 +188,12 @@ func (c *Client) RotateSecret(ctx context.Context, id string, o RotateOptions) (
 	if o.Overlap != nil {
 		body["overlap_seconds"] = int64(o.Overlap.Seconds())
 	}
-	var out Secrets
-	resp, err := c.call(ctx, http.MethodPost, "/v1/endpoints/"+pathID(id)+"/secret/rotate", nil, body, nil, &out)
-	return withRaw(out, resp, err, func(v *Secrets, raw json.RawMessage) { v.Raw = raw })
+	return fetch[Secrets](ctx, c, http.MethodPost, "/v1/endpoints/"+pathID(id)+"/secret/rotate", nil, body)
 }
 
 // RevealSecret reads an endpoint's valid secrets.
 func (c *Client) RevealSecret(ctx context.Context, id string) (Secrets, error) {
-	var out Secrets
-	resp, err := c.call(ctx, http.MethodGet, "/v1/endpoints/"+pathID(id)+"/secret", nil, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *Secrets, raw json.RawMessage) { v.Raw = raw })
+	return fetch[Secrets](ctx, c, http.MethodGet, "/v1/endpoints/"+pathID(id)+"/secret", nil, nil)
 }
 
 // CreateFeedToken makes a consumer token for a pull endpoint; the answer
@@ -238,9 +205,7 @@ func (c *Client) CreateFeedToken(ctx context.Context, id string) (FeedToken, err
 // ListFeedTokens lists a pull endpoint's valid consumer tokens, without
 // their values.
 func (c *Client) ListFeedTokens(ctx context.Context, id string) (FeedTokenList, error) {
-	var out FeedTokenList
-	resp, err := c.call(ctx, http.MethodGet, "/v1/endpoints/"+pathID(id)+"/feed-tokens", nil, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *FeedTokenList, raw json.RawMessage) { v.Raw = raw })
+	return fetch[FeedTokenList](ctx, c, http.MethodGet, "/v1/endpoints/"+pathID(id)+"/feed-tokens", nil, nil)
 }
 
 // RotateFeedToken replaces the consumer token tokenID with a new one, which
@@ -262,9 +227,7 @@ func (c *Client) RevokeFeedToken(ctx context.Context, id, tokenID string) error 
 }
 
 func (c *Client) feedTokenCall(ctx context.Context, path string, body any) (FeedToken, error) {
-	var out FeedToken
-	resp, err := c.call(ctx, http.MethodPost, path, nil, body, nil, &out)
-	return withRaw(out, resp, err, func(v *FeedToken, raw json.RawMessage) { v.Raw = raw })
+	return fetch[FeedToken](ctx, c, http.MethodPost, path, nil, body)
 }
 
 // PublishEvent posts one event envelope (JSON) to /v1/events, with an
@@ -274,12 +237,11 @@ func (c *Client) PublishEvent(ctx context.Context, envelope json.RawMessage, key
 	if key = strings.TrimSpace(key); key != "" {
 		h = http.Header{"Idempotency-Key": {key}}
 	}
-	var out Published
-	resp, err := c.call(ctx, http.MethodPost, "/v1/events", nil, envelope, h, &out)
+	out, resp, err := fetchResponse[Published](ctx, c, http.MethodPost, "/v1/events", nil, envelope, h)
 	if err == nil {
 		out.Duplicate = strings.EqualFold(resp.Header.Get("Idempotent-Replayed"), "true")
 	}
-	return withRaw(out, resp, err, func(v *Published, raw json.RawMessage) { v.Raw = raw })
+	return out, err
 }
 
 // ListEvents reads one page of accepted events.
@@ -292,9 +254,7 @@ func (c *Client) ListEvents(ctx context.Context, qy EventQuery) (EventPage, erro
 	setTime(q, "until", qy.Until)
 	setString(q, "cursor", qy.Cursor)
 	setInt(q, "limit", qy.Limit)
-	var out EventPage
-	resp, err := c.call(ctx, http.MethodGet, "/v1/events", q, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *EventPage, raw json.RawMessage) { v.Raw = raw })
+	return fetch[EventPage](ctx, c, http.MethodGet, "/v1/events", q, nil)
 }
 
 // ListDead reads one page of dead letters.
@@ -306,9 +266,7 @@ func (c *Client) ListDead(ctx context.Context, qy DeadQuery) (DeadPage, error) {
 	setTime(q, "until", qy.Until)
 	setString(q, "cursor", qy.Cursor)
 	setInt(q, "limit", qy.Limit)
-	var out DeadPage
-	resp, err := c.call(ctx, http.MethodGet, "/v1/dead", q, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *DeadPage, raw json.RawMessage) { v.Raw = raw })
+	return fetch[DeadPage](ctx, c, http.MethodGet, "/v1/dead", q, nil)
 }
 
 // Redrive starts (or, for the same request or idempotency key, finds) a
@@ -318,30 +276,21 @@ func (c *Client) Redrive(ctx context.Context, r RedriveRequest, idempotencyKey s
 	if idempotencyKey != "" {
 		h = http.Header{"Idempotency-Key": {idempotencyKey}}
 	}
-	resp, err := c.call(ctx, http.MethodPost, "/v1/dead/redrive", nil, r, h, &job)
-	job, err = withRaw(job, resp, err, func(v *RedriveJob, raw json.RawMessage) { v.Raw = raw })
+	job, resp, err := fetchResponse[RedriveJob](ctx, c, http.MethodPost, "/v1/dead/redrive", nil, r, h)
 	return job, err == nil && resp.StatusCode == http.StatusAccepted, err
 }
 
 // GetRedrive reads a redrive job's progress.
 func (c *Client) GetRedrive(ctx context.Context, id string) (RedriveJob, error) {
-	var out RedriveJob
-	resp, err := c.call(ctx, http.MethodGet, "/v1/redrives/"+pathID(id), nil, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *RedriveJob, raw json.RawMessage) { v.Raw = raw })
+	return fetch[RedriveJob](ctx, c, http.MethodGet, "/v1/redrives/"+pathID(id), nil, nil)
 }
 
 // Health reads the platform figures of GET /v1/health.
 func (c *Client) Health(ctx context.Context) (PlatformHealth, error) {
-	var out PlatformHealth
-	resp, err := c.call(ctx, http.MethodGet, "/v1/health", nil, nil, nil, &out)
-	return withRaw(out, resp, err, func(v *PlatformHealth, raw json.RawMessage) { v.Raw = raw })
+	return fetch[PlatformHealth](ctx, c, http.MethodGet, "/v1/health", nil, nil)
 }
 
-func withRaw[T any](v T, resp *Response, err error, set func(*T, json.RawMessage)) (T, error) {
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	set(&v, json.RawMessage(resp.Body))
-	return v, nil
-}
+func (p *Published) keepRaw(raw json.RawMessage)      { p.Raw = raw }
+func (p *Page[T]) keepRaw(raw json.RawMessage)        { p.Raw = raw }
+func (j *RedriveJob) keepRaw(raw json.RawMessage)     { j.Raw = raw }
+func (h *PlatformHealth) keepRaw(raw json.RawMessage) { h.Raw = raw }

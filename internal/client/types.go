@@ -175,3 +175,9 @@ type RotateOptions struct {
 	// server's default (24 h), 0 retires them at once.
 	Overlap *time.Duration
 }
+
+func (e *Endpoint) keepRaw(raw json.RawMessage)      { e.Raw = raw }
+func (l *EndpointList) keepRaw(raw json.RawMessage)  { l.Raw = raw }
+func (t *FeedToken) keepRaw(raw json.RawMessage)     { t.Raw = raw }
+func (l *FeedTokenList) keepRaw(raw json.RawMessage) { l.Raw = raw }
+func (s *Secrets) keepRaw(raw json.RawMessage)       { s.Raw = raw }
