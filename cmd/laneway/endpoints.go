@@ -124,20 +124,7 @@ time it is shown unasked. A pull endpoint's consumer reads its feed with a consu
 					return nil
 				},
 			},
-			{
-				name: "endpoints get", synopsis: "endpoints get <id>", args: 1,
-				about: "Show one endpoint and its health.",
-				run: func(ctx context.Context, c cmdIO, args []string) error {
-					ep, err := c.c.GetEndpoint(ctx, args[0])
-					if err != nil {
-						return err
-					}
-					if c.flags.json() {
-						return writeJSON(c.stdout, ep.Raw)
-					}
-					return printEndpoint(c, ep)
-				},
-			},
+			idCommand("endpoints get", "Show one endpoint and its health.", (*client.Client).GetEndpoint, showEndpoint),
 			{
 				name: "endpoints update", synopsis: "endpoints update <id> [--url U] [--max-concurrency N] [--event-types a,b] [--payload full|thin] [--status active|disabled] [--batch-max-events N] [--batch-max-bytes N] [--batch-max-wait D]", args: 1,
 				about: "Change an endpoint; only the flags given change. Concurrency and batch size changes apply live.",
@@ -177,22 +164,9 @@ time it is shown unasked. A pull endpoint's consumer reads its feed with a consu
 					return showEndpoint(c, ep, err)
 				},
 			},
-			{
-				name: "endpoints pause", synopsis: "endpoints pause <id>", args: 1,
-				about: "Hold an endpoint's deliveries; they wait in Kafka until it is resumed.",
-				run: func(ctx context.Context, c cmdIO, args []string) error {
-					ep, err := c.c.PauseEndpoint(ctx, args[0])
-					return showEndpoint(c, ep, err)
-				},
-			},
-			{
-				name: "endpoints resume", synopsis: "endpoints resume <id>", args: 1,
-				about: "Let a paused endpoint's deliveries flow again.",
-				run: func(ctx context.Context, c cmdIO, args []string) error {
-					ep, err := c.c.ResumeEndpoint(ctx, args[0])
-					return showEndpoint(c, ep, err)
-				},
-			},
+			idCommand("endpoints pause", "Hold an endpoint's deliveries; they wait in Kafka until it is resumed.",
+				(*client.Client).PauseEndpoint, showEndpoint),
+			idCommand("endpoints resume", "Let a paused endpoint's deliveries flow again.", (*client.Client).ResumeEndpoint, showEndpoint),
 			{
 				name: "endpoints rotate-secret", synopsis: "endpoints rotate-secret <id> [--secret whsec_…] [--overlap 24h]", args: 1,
 				about: "Put a new signing secret first; the old ones stay valid (and sign too) until the overlap ends.",
@@ -209,14 +183,8 @@ time it is shown unasked. A pull endpoint's consumer reads its feed with a consu
 					return showSecrets(c, s, err)
 				},
 			},
-			{
-				name: "endpoints secret", synopsis: "endpoints secret <id>", args: 1,
-				about: "Show an endpoint's valid signing secrets (the reveal is logged).",
-				run: func(ctx context.Context, c cmdIO, args []string) error {
-					s, err := c.c.RevealSecret(ctx, args[0])
-					return showSecrets(c, s, err)
-				},
-			},
+			idCommand("endpoints secret", "Show an endpoint's valid signing secrets (the reveal is logged).",
+				(*client.Client).RevealSecret, showSecrets),
 			{
 				name: "endpoints delete", synopsis: "endpoints delete <id>", args: 1,
 				about: "Delete an endpoint; its pending deliveries become dead letters.",
@@ -308,6 +276,21 @@ func (b *batchFlags) config() (*client.BatchConfig, error) {
 	return &c, nil
 }
 
+// idCommand is `<name> <id>`: one call of the API about the endpoint id,
+// its answer shown by show.
+func idCommand[T any](name, about string, call func(*client.Client, context.Context, string) (T, error),
+	show func(cmdIO, T, error) error) *command {
+	return &command{
+		name: name, synopsis: name + " <id>", args: 1, about: about,
+		run: func(ctx context.Context, c cmdIO, args []string) error {
+			v, err := call(c.c, ctx, args[0])
+			return show(c, v, err)
+		},
+	}
+}
+
+// showEndpoint prints an endpoint the API answered with: its JSON with
+// --json, else as a table.
 func showEndpoint(c cmdIO, ep client.Endpoint, err error) error {
 	if err != nil {
 		return err
@@ -318,6 +301,7 @@ func showEndpoint(c cmdIO, ep client.Endpoint, err error) error {
 	return printEndpoint(c, ep)
 }
 
+// showSecrets prints an endpoint's valid secrets the API answered with.
 func showSecrets(c cmdIO, s client.Secrets, err error) error {
 	if err != nil {
 		return err

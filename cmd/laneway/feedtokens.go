@@ -21,20 +21,8 @@ func feedTokenCommands() []*command {
 				return showNewFeedToken(c, args[0], tok, err)
 			},
 		},
-		{
-			name: "endpoints feed-tokens list", synopsis: "endpoints feed-tokens list <id>", args: 1,
-			about: "List a pull endpoint's valid consumer tokens (never the tokens themselves).",
-			run: func(ctx context.Context, c cmdIO, args []string) error {
-				l, err := c.c.ListFeedTokens(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if c.flags.json() {
-					return writeJSON(c.stdout, l.Raw)
-				}
-				return printFeedTokens(c, l)
-			},
-		},
+		idCommand("endpoints feed-tokens list", "List a pull endpoint's valid consumer tokens (never the tokens themselves).",
+			(*client.Client).ListFeedTokens, showFeedTokens),
 		{
 			name: "endpoints feed-tokens rotate", synopsis: "endpoints feed-tokens rotate <id> <token-id> [--overlap 1h]", args: 2,
 			about: "Replace a consumer token with a new one; the old one stays valid for the overlap, so the consumer can switch without a gap.",
@@ -91,7 +79,15 @@ func showNewFeedToken(c cmdIO, endpointID string, tok client.FeedToken, err erro
 	return nil
 }
 
-func printFeedTokens(c cmdIO, l client.FeedTokenList) error {
+// showFeedTokens prints a pull endpoint's valid consumer tokens the API
+// answered with.
+func showFeedTokens(c cmdIO, l client.FeedTokenList, err error) error {
+	if err != nil {
+		return err
+	}
+	if c.flags.json() {
+		return writeJSON(c.stdout, l.Raw)
+	}
 	t := newTable(c.stdout, "ID", "CREATED_AT", "EXPIRES_AT")
 	for _, tok := range l.Data {
 		exp := "never"
