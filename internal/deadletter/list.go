@@ -12,9 +12,7 @@ package deadletter
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -52,10 +50,7 @@ type Page struct {
 type Finder struct {
 	topic   string
 	scanner *logscan.Scanner
-	admin   *kadm.Client
-
-	mu         sync.Mutex
-	partitions int // partition count of the topic, once known
+	keys    *logscan.KeyPartitions // dead letters are keyed by endpoint id
 }
 
 // NewFinder searches topic through client, which should be the finder's
@@ -64,8 +59,9 @@ type Finder struct {
 func NewFinder(client *kgo.Client, topic string) *Finder {
 	admin := kadm.NewClient(client)
 	return &Finder{
-		topic: topic, admin: admin,
+		topic:   topic,
 		scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), admin),
+		keys:    logscan.NewKeyPartitions(admin, topic),
 	}
 }
 
@@ -139,11 +135,7 @@ func (f *Finder) partitionsFor(ctx context.Context, filter Filter) ([]int32, err
 	default:
 		return nil, nil
 	}
-	n, err := f.partitionCount(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return PartitionsOf(keys, n), nil
+	return f.keys.Of(ctx, keys...)
 }
 
 // EndpointOf returns the endpoint part of a dead-letter id
@@ -154,42 +146,4 @@ func EndpointOf(id string) (string, bool) {
 		return "", false
 	}
 	return id[i+1:], true
-}
-
-// PartitionsOf returns the distinct partitions keys hash to under the
-// producer's default partitioner (Kafka's murmur2), which is how dead
-// letters are written.
-func PartitionsOf(keys []string, partitions int) []int32 {
-	byKey := kgo.StickyKeyPartitioner(nil).ForTopic("")
-	seen := map[int32]bool{}
-	out := []int32{}
-	for _, k := range keys {
-		p := int32(byKey.Partition(&kgo.Record{Key: []byte(k)}, partitions))
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (f *Finder) partitionCount(ctx context.Context) (int, error) {
-	f.mu.Lock()
-	n := f.partitions
-	f.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	details, err := f.admin.ListTopics(ctx, f.topic)
-	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", f.topic, err)
-	}
-	td, ok := details[f.topic]
-	if !ok || td.Err != nil {
-		return 0, fmt.Errorf("metadata of %s: %v", f.topic, td.Err)
-	}
-	f.mu.Lock()
-	f.partitions = len(td.Partitions)
-	f.mu.Unlock()
-	return len(td.Partitions), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -55,8 +54,7 @@ type Finder struct {
 	stable  *kread.Reader // read_committed: outcomes are written in the verify transactions
 	admin   *kadm.Client
 
-	mu         sync.Mutex
-	partitions int
+	keys *logscan.KeyPartitions // captures are keyed by source
 }
 
 func newFinder(client *kgo.Client, topic, group string) *Finder {
@@ -66,6 +64,7 @@ func newFinder(client *kgo.Client, topic, group string) *Finder {
 		scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), admin),
 		raw:     kread.NewReader(client, topic),
 		stable:  kread.NewReader(client, topic, kread.ReadCommitted()),
+		keys:    logscan.NewKeyPartitions(admin, topic),
 	}
 }
 
@@ -74,11 +73,11 @@ func newFinder(client *kgo.Client, topic, group string) *Finder {
 func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit int) (Page, error) {
 	q := logscan.Query{Since: filter.Since, Until: filter.Until, Cursor: cursor, Limit: limit}
 	if filter.Source != "" {
-		n, err := f.partitionCount(ctx)
+		parts, err := f.keys.Of(ctx, filter.Source)
 		if err != nil {
 			return Page{}, err
 		}
-		q.Partitions = []int32{partitionOf(filter.Source, n)}
+		q.Partitions = parts
 	}
 	var committed map[int32]int64
 	if !filter.decided && (filter.Status == "" || filter.Status == StatusPending) {
@@ -239,32 +238,4 @@ func (f *Finder) Outcome(ctx context.Context, c *Capture) (Item, bool, error) {
 		from = res.Next
 	}
 	return Item{}, false, nil
-}
-
-func (f *Finder) partitionCount(ctx context.Context) (int, error) {
-	f.mu.Lock()
-	n := f.partitions
-	f.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	details, err := f.admin.ListTopics(ctx, f.topic)
-	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", f.topic, err)
-	}
-	td, ok := details[f.topic]
-	if !ok || td.Err != nil || len(td.Partitions) == 0 {
-		return 0, fmt.Errorf("metadata of %s: %v", f.topic, td.Err)
-	}
-	f.mu.Lock()
-	f.partitions = len(td.Partitions)
-	f.mu.Unlock()
-	return len(td.Partitions), nil
-}
-
-// partitionOf is the partition a source's records hash to under the
-// producers' key partitioner (Kafka's murmur2).
-func partitionOf(source string, partitions int) int32 {
-	byKey := kgo.StickyKeyPartitioner(nil).ForTopic("")
-	return int32(byKey.Partition(&kgo.Record{Key: []byte(source)}, partitions))
 }
