@@ -104,18 +104,12 @@ func (c *Capture) record(topic string, ts time.Time) *kgo.Record {
 	}
 	add(hdrKind, kindCapture)
 	add(hdrReceived, c.ReceivedAt.UTC().Format(time.RFC3339Nano))
-	add(hdrMethod, c.Method)
-	add(hdrPath, c.Path)
-	add(hdrHost, c.Host)
-	add(hdrRemote, c.RemoteAddr)
-	add(hdrReject, c.Reject)
-	add(hdrDetail, c.Detail)
+	for _, h := range c.textHeaders() {
+		add(h.key, *h.field)
+	}
 	if c.Truncated {
 		add(hdrTruncated, "1")
 	}
-	add(hdrReplayOf, c.ReplayOf)
-	add(hdrAction, c.Action)
-	add(hdrJob, c.Job)
 	for name, values := range c.Header {
 		for _, v := range values {
 			hs = append(hs, kgo.RecordHeader{Key: httpPrefix + name, Value: []byte(v)})
@@ -126,6 +120,32 @@ func (c *Capture) record(topic string, ts time.Time) *kgo.Record {
 		body = []byte{} // an empty body is a value, not a tombstone
 	}
 	return &kgo.Record{Topic: topic, Key: []byte(c.Source), Value: body, Headers: hs, Timestamp: ts}
+}
+
+// textHeader is a capture field that travels as a plain text record header.
+type textHeader struct {
+	key   string
+	field *string
+}
+
+// textHeaders are c's text fields with their headers, so that record (which
+// writes those not empty) and decodeCapture read one list.
+func (c *Capture) textHeaders() []textHeader {
+	return []textHeader{
+		{hdrMethod, &c.Method}, {hdrPath, &c.Path}, {hdrHost, &c.Host}, {hdrRemote, &c.RemoteAddr},
+		{hdrReject, &c.Reject}, {hdrDetail, &c.Detail},
+		{hdrReplayOf, &c.ReplayOf}, {hdrAction, &c.Action}, {hdrJob, &c.Job},
+	}
+}
+
+// textField is the field of the text header key, or nil.
+func textField(text []textHeader, key string) *string {
+	for _, h := range text {
+		if h.key == key {
+			return h.field
+		}
+	}
+	return nil
 }
 
 func header(r *kgo.Record, key string) string {
@@ -151,6 +171,7 @@ func decodeCapture(r *kgo.Record) (Capture, error) {
 		ID: RequestID(r.Partition, r.Offset), Source: string(r.Key), Body: r.Value,
 		Header: http.Header{}, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 	}
+	text := c.textHeaders()
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
@@ -160,28 +181,12 @@ func decodeCapture(r *kgo.Record) (Capture, error) {
 				return c, fmt.Errorf("capture %s: bad %s header: %w", c.ID, hdrReceived, err)
 			}
 			c.ReceivedAt = t
-		case hdrMethod:
-			c.Method = v
-		case hdrPath:
-			c.Path = v
-		case hdrHost:
-			c.Host = v
-		case hdrRemote:
-			c.RemoteAddr = v
-		case hdrReject:
-			c.Reject = v
-		case hdrDetail:
-			c.Detail = v
 		case hdrTruncated:
 			c.Truncated = v == "1"
-		case hdrReplayOf:
-			c.ReplayOf = v
-		case hdrAction:
-			c.Action = v
-		case hdrJob:
-			c.Job = v
 		default:
-			if name, ok := strings.CutPrefix(h.Key, httpPrefix); ok {
+			if field := textField(text, h.Key); field != nil {
+				*field = v
+			} else if name, ok := strings.CutPrefix(h.Key, httpPrefix); ok {
 				c.Header[name] = append(c.Header[name], v)
 			}
 		}
