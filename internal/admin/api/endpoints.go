@@ -243,10 +243,19 @@ func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]any{"data": data})
 }
 
-func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
+// pathEndpoint is the endpoint the request's {id} names; when there is none
+// it answers 404 and reports false.
+func (s *Server) pathEndpoint(w http.ResponseWriter, r *http.Request) (endpoint.Endpoint, bool) {
 	e, ok := s.endpoints.Get(r.PathValue("id"))
 	if !ok {
 		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
+	}
+	return e, ok
+}
+
+func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.pathEndpoint(w, r)
+	if !ok {
 		return
 	}
 	httpjson.Write(w, http.StatusOK, s.withHealth(r.Context(), []endpointJSON{toJSON(e)})[0])
@@ -356,9 +365,8 @@ func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	e, ok := s.endpoints.Get(r.PathValue("id"))
+	e, ok := s.pathEndpoint(w, r)
 	if !ok {
-		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	if err := p.apply(&e); err != nil {
@@ -382,9 +390,8 @@ func (s *Server) setPaused(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
-		e, ok := s.endpoints.Get(r.PathValue("id"))
+		e, ok := s.pathEndpoint(w, r)
 		if !ok {
-			httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 			return
 		}
 		if e.Paused != paused {
@@ -401,9 +408,8 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	e, ok := s.endpoints.Get(id)
+	e, ok := s.pathEndpoint(w, r)
 	if !ok {
-		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	if err := s.endpoints.Delete(r.Context(), id); err != nil {

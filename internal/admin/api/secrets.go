@@ -79,9 +79,8 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	e, ok := s.endpoints.Get(r.PathValue("id"))
+	e, ok := s.pathEndpoint(w, r)
 	if !ok {
-		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	now := s.now().UTC()
@@ -115,9 +114,8 @@ func rotated(old []endpoint.Secret, secret string, now time.Time, overlap time.D
 // revealSecret answers GET /v1/endpoints/{id}/secret: the explicit route for
 // reading secrets after creation (GET /v1/endpoints never shows them).
 func (s *Server) revealSecret(w http.ResponseWriter, r *http.Request) {
-	e, ok := s.endpoints.Get(r.PathValue("id"))
+	e, ok := s.pathEndpoint(w, r)
 	if !ok {
-		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
 		return
 	}
 	s.logger.InfoContext(r.Context(), "api: endpoint secret revealed", "endpoint_id", e.ID)
