@@ -224,13 +224,8 @@ func (r BatchReport) String() string {
 func CheckBatches(published []FeedPublished, batches [][]receiver.FeedEvent, dead []event.DeadLetter, maxEvents int) BatchReport {
 	r := BatchReport{Batches: len(batches), Dead: map[string]int{}}
 	problem := problemList(&r.Problems)
-	byID := make(map[string]FeedPublished, len(published))
-	for _, p := range published {
-		byID[p.ID] = p
-		if p.Ambiguous {
-			r.Ambiguous++
-		}
-	}
+	byID, ambiguous := publishedByID(published)
+	r.Ambiguous += ambiguous
 	seen := map[string]bool{}
 	newest := map[string]int64{}
 	covered := map[int64]bool{}

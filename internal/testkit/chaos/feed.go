@@ -194,6 +194,19 @@ func (r FeedReport) String() string {
 	return s
 }
 
+// publishedByID indexes the published events by id and counts those whose
+// publish had an unknown outcome.
+func publishedByID(published []FeedPublished) (byID map[string]FeedPublished, ambiguous int) {
+	byID = make(map[string]FeedPublished, len(published))
+	for _, p := range published {
+		byID[p.ID] = p
+		if p.Ambiguous {
+			ambiguous++
+		}
+	}
+	return byID, ambiguous
+}
+
 // maxProblems caps each kind of problem a report lists.
 const maxProblems = 5
 
@@ -212,13 +225,8 @@ func CheckFeed(first int64, published []FeedPublished, read []receiver.FeedEvent
 			r.Problems = append(r.Problems, kind+": "+fmt.Sprintf(format, args...))
 		}
 	}
-	byID := make(map[string]FeedPublished, len(published))
-	for _, p := range published {
-		byID[p.ID] = p
-		if p.Ambiguous {
-			r.Ambiguous++
-		}
-	}
+	byID, ambiguous := publishedByID(published)
+	r.Ambiguous += ambiguous
 	seen := map[string]bool{}
 	newest := map[string]int64{} // entity → highest revision read
 	next := first
