@@ -605,18 +605,23 @@ kill_now() {
 	log "WARNING: $name (pid $pid) still alive after KILL"
 }
 
-cmd_kafka_stop() {
-	local mode="${1:-}" pid
+# stop_service NAME PATTERN GRACE [--kill] stops the NAME this script
+# started (pid in $STATE/NAME.pid, command line matching PATTERN): gently,
+# killed after GRACE seconds, or at once with --kill.
+stop_service() {
+	local name="$1" pattern="$2" grace="$3" mode="${4:-}" pid
 	need_env
-	pid="$(ours "$STATE/kafka.pid" "kafka.Kafka $STATE/server.properties")" || die "kafka is not running in $STATE"
+	pid="$(ours "$STATE/$name.pid" "$pattern")" || die "$name is not running in $STATE"
 	case "$mode" in
-	--kill) kill_now kafka "$pid" ;;
-	"") stop_pid kafka "$pid" 60 ;;
-	*) die "kafka-stop: unknown option $mode (only --kill)" ;;
+	--kill) kill_now "$name" "$pid" ;;
+	"") stop_pid "$name" "$pid" "$grace" ;;
+	*) die "$name-stop: unknown option $mode (only --kill)" ;;
 	esac
-	rm -f "$STATE/kafka.pid"
-	log "kafka stopped (pid $pid${mode:+, $mode})"
+	rm -f "$STATE/$name.pid"
+	log "$name stopped (pid $pid${mode:+, $mode})"
 }
+
+cmd_kafka_stop() { stop_service kafka "kafka.Kafka $STATE/server.properties" 60 "${1:-}"; }
 
 cmd_kafka_start() {
 	local t0 pid i
@@ -659,18 +664,7 @@ cmd_kafka_start() {
 	log "kafka restarted in $(elapsed "$t0"): pid $pid on 127.0.0.1:$KPORT"
 }
 
-cmd_redis_stop() {
-	local mode="${1:-}" pid
-	need_env
-	pid="$(ours "$STATE/redis.pid" redis-server)" || die "redis is not running in $STATE"
-	case "$mode" in
-	--kill) kill_now redis "$pid" ;;
-	"") stop_pid redis "$pid" 10 ;;
-	*) die "redis-stop: unknown option $mode (only --kill)" ;;
-	esac
-	rm -f "$STATE/redis.pid"
-	log "redis stopped (pid $pid${mode:+, $mode})"
-}
+cmd_redis_stop() { stop_service redis redis-server 10 "${1:-}"; }
 
 cmd_redis_start() {
 	local t0 pid i
