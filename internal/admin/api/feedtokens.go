@@ -29,17 +29,18 @@ func toFeedTokenJSON(t endpoint.FeedToken) feedTokenJSON {
 // pullEndpoint loads the path's endpoint for a token change, answering
 // 404 or 409 itself. The caller holds writeMu.
 func (s *Server) pullEndpoint(w http.ResponseWriter, r *http.Request) (endpoint.Endpoint, bool) {
-	e, ok := s.endpoints.Get(r.PathValue("id"))
-	switch {
-	case !ok:
-		httpjson.Error(w, http.StatusNotFound, "endpoint not found")
-	case !e.Pull():
+	e, ok := s.pathEndpoint(w, r)
+	if !ok {
+		return e, false
+	}
+	if !e.Pull() {
 		httpjson.Error(w, http.StatusConflict, "feed tokens belong to pull endpoints (mode \"pull\"); this one's mode is \""+toJSON(e).Mode+"\"")
+		return e, false
 	}
 	// The tokens are changed in place below; the store's copy shares
 	// this backing array.
 	e.FeedTokens = slices.Clone(e.FeedTokens)
-	return e, ok && e.Pull()
+	return e, true
 }
 
 // createFeedToken answers POST /v1/endpoints/{id}/feed-tokens: a new
