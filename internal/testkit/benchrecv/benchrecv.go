@@ -16,6 +16,7 @@ package benchrecv
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,13 @@ type Config struct {
 	// n mod Ports: the middle way when one port per endpoint would use more
 	// file descriptors than the process may open. Ignored with SharedListener.
 	Ports int
+	// CountOpenOnly counts a request in flight only while its connection
+	// is open: a sender that gave up on it (a timeout) and closed the
+	// connection no longer has it in flight, even before the handler
+	// notices the close (which can lag the sender's next request by a
+	// scheduling delay). It peeks at the connection of every request in
+	// flight at each arrival, so it suits endpoints that hold few.
+	CountOpenOnly bool
 	// Verify checks signatures with the official Standard Webhooks library
 	// and the payload's id and revision. It costs a body read and an HMAC per
 	// request, so it is off by default.
@@ -103,6 +111,9 @@ type endpointState struct {
 	mu      sync.Mutex
 	last    map[int]int64 // entity → highest revision received
 	running map[int]int   // entity → requests in flight
+
+	openMu sync.Mutex
+	open   map[*http.Request]net.Conn // with CountOpenOnly: requests in flight
 }
 
 // Start listens on loopback and serves until Close.
@@ -112,7 +123,7 @@ func Start(cfg Config) (*Receiver, error) {
 	}
 	r := &Receiver{cfg: cfg, receipts: make([]atomic.Int64, cfg.Slots)}
 	for range cfg.Endpoints {
-		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}})
+		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}, open: map[*http.Request]net.Conn{}})
 	}
 	for range listenerCount(cfg) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,7 +133,8 @@ func Start(cfg Config) (*Receiver, error) {
 		}
 		r.listeners = append(r.listeners, ln)
 	}
-	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
 	for _, ln := range r.listeners {
 		r.serving.Add(1)
 		go func() {
@@ -277,8 +289,13 @@ func (r *Receiver) serveEndpoint(w http.ResponseWriter, req *http.Request, n int
 	ep := r.endpoints[n]
 	b := r.behaviorOf(ep) // as it is when the request arrives
 	r.requests.Add(1)
-	ep.enter()
-	defer ep.inFlight.Add(-1)
+	if r.cfg.CountOpenOnly {
+		ep.enterOpen(req)
+		defer ep.leaveOpen(req)
+	} else {
+		ep.enter()
+		defer ep.inFlight.Add(-1)
+	}
 	msgID := req.Header.Get("webhook-id")
 	d, known := r.cfg.Lookup(n, msgID)
 	if r.cfg.Verify {
@@ -307,6 +324,35 @@ func (ep *endpointState) enter() {
 			return
 		}
 	}
+}
+
+// connKey keeps a request's connection in its context (CountOpenOnly).
+type connKey struct{}
+
+// enterOpen counts req in flight with the requests whose connection is
+// still open, and raises the endpoint's maximum.
+func (ep *endpointState) enterOpen(req *http.Request) {
+	c, _ := req.Context().Value(connKey{}).(net.Conn)
+	ep.openMu.Lock()
+	defer ep.openMu.Unlock()
+	cur := int64(1)
+	for _, other := range ep.open {
+		if connOpen(other) {
+			cur++
+		}
+	}
+	ep.open[req] = c
+	ep.inFlight.Store(int64(len(ep.open)))
+	if cur > ep.maxInFlight.Load() {
+		ep.maxInFlight.Store(cur)
+	}
+}
+
+func (ep *endpointState) leaveOpen(req *http.Request) {
+	ep.openMu.Lock()
+	defer ep.openMu.Unlock()
+	delete(ep.open, req)
+	ep.inFlight.Store(int64(len(ep.open)))
 }
 
 // record checks a known delivery on arrival. Arrival is the right moment for
