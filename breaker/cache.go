@@ -248,16 +248,20 @@ func (c *Cache) markDirty(batch map[string]Breaker) {
 }
 
 // Start runs a goroutine that calls Flush every FlushInterval until ctx is
-// done or Stop is called. Starting a running Cache does nothing.
-func (c *Cache) Start(ctx context.Context) {
+// done or Stop is called: unlike other components' Start, ctx is the
+// loop's lifetime, so pass one that lasts (context.Background() and Stop,
+// as the app does). Starting a running Cache does nothing. It cannot
+// fail.
+func (c *Cache) Start(ctx context.Context) error {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
 	if c.cancel != nil {
-		return
+		return nil
 	}
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.done = make(chan struct{})
 	go c.loop(ctx, c.done)
+	return nil
 }
 
 func (c *Cache) loop(ctx context.Context, done chan<- struct{}) {
@@ -280,9 +284,10 @@ func (c *Cache) loop(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// Stop ends the flush loop, waits for it to return, and flushes one last
-// time with ctx so that a clean shutdown loses nothing. It may be called
-// without Start, and more than once.
+// Stop ends the flush loop, waits for it to return (a flush in progress is
+// canceled), and flushes one last time with ctx so that a clean shutdown
+// loses nothing: ctx bounds that flush, whose error it returns. It may be
+// called without Start, and more than once.
 func (c *Cache) Stop(ctx context.Context) error {
 	c.runMu.Lock()
 	cancel, done := c.cancel, c.done

@@ -457,9 +457,13 @@ func TestCacheStartStop(t *testing.T) {
 			default:
 			}
 		}
-		c.Start(ctx)
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 		done := c.done
-		c.Start(ctx) // a second Start does nothing
+		if err := c.Start(ctx); err != nil { // a second Start does nothing
+			t.Fatal(err)
+		}
 		if c.done != done {
 			t.Fatal("second Start replaced the running loop")
 		}
@@ -500,7 +504,9 @@ func TestCacheStopFlushes(t *testing.T) {
 		ctx := context.Background()
 		s := be.store(t)
 		c := newCache(t, s, CacheConfig{FlushInterval: time.Hour})
-		c.Start(ctx)
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 		want := openIn(t, c, "ep_1")
 		if err := c.Stop(ctx); err != nil {
 			t.Fatal(err)
@@ -522,7 +528,9 @@ func TestCacheStartContextCancel(t *testing.T) {
 	}
 	c := newCache(t, s, CacheConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
-	c.Start(ctx)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	done := c.done
 	cancel()
 	select {
@@ -540,7 +548,9 @@ func ExampleCache() {
 	store, _ := NewStore(StoreConfig{Client: client})
 	cache, _ := NewCache(CacheConfig{Store: store})
 	ctx := context.Background()
-	cache.Start(ctx)
+	if err := cache.Start(ctx); err != nil {
+		panic(err)
+	}
 	defer cache.Stop(ctx)
 
 	// On partition assignment: pick up what the previous owner wrote.

@@ -317,22 +317,25 @@ func parkedAwarePartitioner(parkedTopic string) kgo.Partitioner {
 	})
 }
 
-// Start runs the poll, commit and wake loops until Stop.
-func (s *DeliveryStage) Start() {
+// Start runs the poll, commit and wake loops until Stop (ctx is not their
+// lifetime, nor used otherwise). It cannot fail.
+func (s *DeliveryStage) Start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.loopCancel = cancel
 	s.loops.Add(3)
 	go s.pollLoop(ctx)
 	go s.tickLoop(ctx, s.cfg.CommitInterval, s.everyCommitInterval)
 	go s.tickLoop(ctx, s.cfg.WakeInterval, s.everyWake)
+	return nil
 }
 
 // Stop stops fetching, lets in-flight attempts finish (bounded by
 // RevokeTimeout), commits every watermark and closes. However Kafka
 // behaves, it returns within about RevokeTimeout + 15s (the commit and the
 // breakers' handover are bounded): what Kafka has not acknowledged by then
-// is failed, and stays unfinished for the next owner.
-func (s *DeliveryStage) Stop() {
+// is failed, and stays unfinished for the next owner. Those are its own
+// bounds: ctx is not used. It waits for its goroutines and returns nil.
+func (s *DeliveryStage) Stop(context.Context) error {
 	s.stop() // before waiting for the poll loop, which may wait for onAssigned
 	if s.loopCancel != nil {
 		s.loopCancel()
@@ -344,6 +347,7 @@ func (s *DeliveryStage) Stop() {
 	s.readerClient.Close()
 	s.background.Wait()
 	s.workers.stop()
+	return nil
 }
 
 // Ping checks that the brokers answer.

@@ -123,23 +123,28 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 // TransactionalID is the Kafka transactional id of this instance's fan-out.
 func (f *Fanout) TransactionalID() string { return f.cfg.TransactionalID + "-" + f.cfg.InstanceID }
 
-// Start runs the stage in the background until Stop.
-func (f *Fanout) Start() {
+// Start runs the stage in the background until Stop (ctx is not its
+// lifetime, nor used otherwise). It cannot fail.
+func (f *Fanout) Start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	go func() {
 		f.sess.Start(ctx)
 		f.run(ctx)
 	}()
+	return nil
 }
 
-// Stop finishes the current transaction and closes.
-func (f *Fanout) Stop() {
+// Stop finishes the current transaction, waits for the stage's goroutine
+// and closes. ctx is not used: Stop waits however long the transaction
+// takes to end. It may be called without Start; it returns nil.
+func (f *Fanout) Stop(context.Context) error {
 	if f.cancel != nil {
 		f.cancel()
 		<-f.done
 	}
 	f.sess.Close()
+	return nil
 }
 
 func (f *Fanout) run(ctx context.Context) {

@@ -44,7 +44,7 @@ func TestFanoutRepairsHangingTransactions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Stop()
+			defer testenv.Stop(t, f.Stop)
 			hang := func(pid int64, epoch int16) {
 				hangtest.WithoutVerification(ctx, t, adm, func() {
 					hangtest.ProduceHanging(ctx, t, cl, f.TransactionalID(), tops.Deliveries, 1, pid, epoch, "hanging delivery")
@@ -57,12 +57,16 @@ func TestFanoutRepairsHangingTransactions(t *testing.T) {
 				}
 			}
 			if whileRunning {
-				f.Start()
+				if err := f.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
 				pid, epoch := hangtest.WaitForProducer(ctx, t, adm, f.TransactionalID())
 				hang(pid, epoch)
 			} else {
 				hang(hangtest.InitProducer(ctx, t, cl, f.TransactionalID()))
-				f.Start()
+				if err := f.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
 			}
 			hangtest.WaitFor(t, 30*time.Second, "the hanging deliveries to be committed and the offsets to be stable", func() (bool, string) {
 				end, stable := hangtest.Offsets(ctx, t, adm, tops.Deliveries, 1)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestGoneDisablesTheStatusOnly answers 410 for an endpoint: the stage
@@ -360,7 +361,7 @@ func (r *stageRig) endpointStores(t *testing.T) (api, stage *recordingStore) {
 		if err := st.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(st.Stop)
+		testenv.StopOnCleanup(t, st.Stop)
 		return &recordingStore{Store: st}
 	}
 	return start(), start()

@@ -281,7 +281,9 @@ func (r *stageRig) startStage(o stageOpts) *testStage {
 	}
 	reg.MustRegister(s.Collector())
 	ts := &testStage{DeliveryStage: s, reg: reg, stopped: make(chan struct{}), events: events}
-	s.Start()
+	if err := s.Start(r.t.Context()); err != nil {
+		r.t.Fatal(err)
+	}
 	r.t.Cleanup(ts.stop)
 	return ts
 }
@@ -293,7 +295,9 @@ func (ts *testStage) stop() {
 		return
 	}
 	start := time.Now()
-	ts.Stop()
+	// It returns nil; and this may outlive a test that gave up on it, so
+	// it reports nothing to the test.
+	_ = ts.Stop(context.Background())
 	ts.stopTook = time.Since(start)
 	close(ts.stopped)
 }

@@ -240,6 +240,52 @@ func (a *App) Stop() {
 
 func (a *App) onStop(fn func()) { a.stops = append(a.stops, fn) }
 
+// component is every long-running part's lifecycle: Start returns once it
+// runs (or failed to), Stop stops it and waits for its goroutines, within
+// its context where the component can honour it.
+type component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// stopper is a component started by its constructor (the embedded Kafka
+// and Redis).
+type stopper interface {
+	Stop(ctx context.Context) error
+}
+
+// stopWithin bounds the context a component's Stop is given, unless its
+// step says otherwise. Only some components use it (the operator
+// notifier's drain); the others have bounds of their own, or none.
+const stopWithin = 10 * time.Second
+
+// run starts c and registers its Stop for App.Stop, which stops components
+// in reverse start order; Stop is given a context bounded by within. If
+// Start fails, c is stopped at once (every component allows Stop after a
+// failed Start).
+func (a *App) run(ctx context.Context, c component, within time.Duration) error {
+	if err := c.Start(ctx); err != nil {
+		a.stop(c, within)
+		return err
+	}
+	a.stopping(c, within)
+	return nil
+}
+
+// stopping registers c's Stop for App.Stop.
+func (a *App) stopping(c stopper, within time.Duration) {
+	a.onStop(func() { a.stop(c, within) })
+}
+
+// stop stops c within its bound, logging its error.
+func (a *App) stop(c stopper, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		a.log.Warn("stopping a component", "component", fmt.Sprintf("%T", c), "err", err)
+	}
+}
+
 // Brokers are the Kafka bootstrap addresses in use.
 func (a *App) Brokers() []string { return a.brokers }
 
@@ -276,7 +322,7 @@ func (a *App) startKafka(context.Context) error {
 	}
 	a.kafka = k
 	a.brokers = []string{k.Addr()}
-	a.onStop(k.Stop)
+	a.stopping(k, stopWithin)
 	return nil
 }
 
@@ -292,7 +338,7 @@ func (a *App) startRedis(ctx context.Context) error {
 		}
 		a.redis = r
 		a.redisURL = r.URL()
-		a.onStop(r.Stop)
+		a.stopping(r, stopWithin)
 	}
 	opts, err := a.cfg.Redis.Options(a.redisURL)
 	if err != nil {
@@ -393,12 +439,10 @@ func (a *App) startStore(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := store.Start(ctx); err != nil {
-		store.Stop()
+	if err := a.run(ctx, store, stopWithin); err != nil {
 		return fmt.Errorf("load endpoint config: %w", err)
 	}
 	a.store = store
-	a.onStop(store.Stop)
 	return nil
 }
 

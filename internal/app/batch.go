@@ -18,7 +18,7 @@ import (
 // startBatches runs the batch endpoints' runners of the partitions the
 // delivery stage owns. It stops after the stage, whose release of each
 // partition stops that partition's runners first.
-func (a *App) startBatches(sender *deliver.Sender, metrics *engine.Metrics) (*batch.Manager, error) {
+func (a *App) startBatches(ctx context.Context, sender *deliver.Sender, metrics *engine.Metrics) (*batch.Manager, error) {
 	m, err := batch.New(batch.Config{
 		Client: a.feedProducer, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Batch,
 		Endpoints: a.store, Sender: sender, Breakers: a.breakers, Watcher: a.feeds.Watcher(),
@@ -29,8 +29,9 @@ func (a *App) startBatches(sender *deliver.Sender, metrics *engine.Metrics) (*ba
 	if err != nil {
 		return nil, err
 	}
-	m.Start()
-	a.onStop(m.Stop)
+	if err := a.run(ctx, m, stopWithin); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

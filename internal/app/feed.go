@@ -13,7 +13,7 @@ import (
 // appends with, and the service the API reads, acknowledges and
 // administers them with. The writer's appends wake this instance's long
 // polls at once. Both stop after the stage and the HTTP server.
-func (a *App) startFeeds(context.Context) error {
+func (a *App) startFeeds(ctx context.Context) error {
 	writerClient, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		// Idempotent (franz-go's default) and not transactional: the
@@ -40,8 +40,9 @@ func (a *App) startFeeds(context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc.Start()
-	a.onStop(svc.Stop)
+	if err := a.run(ctx, svc, stopWithin); err != nil {
+		return err
+	}
 	a.registry.MustRegister(feed.NewCollector(svc, a.pullEndpointIDs, nil))
 	a.feeds, a.feedOut, a.feedProducer = svc, w, writerClient
 	return nil

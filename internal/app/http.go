@@ -27,7 +27,7 @@ import (
 
 // startDeadLetters prepares dead-letter search and redrive; the redriver
 // stops (saving its jobs' progress) before the producer closes.
-func (a *App) startDeadLetters(producer *kgo.Client) error {
+func (a *App) startDeadLetters(ctx context.Context, producer *kgo.Client) error {
 	reader, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("dead-search")...)...)
 	if err != nil {
 		return err
@@ -44,8 +44,7 @@ func (a *App) startDeadLetters(producer *kgo.Client) error {
 		return err
 	}
 	a.redriver = r
-	a.onStop(r.Stop)
-	return nil
+	return a.run(ctx, r, stopWithin)
 }
 
 // startInbound runs the inbound front door (capture at POST /in/{source},
@@ -63,11 +62,9 @@ func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := in.Start(startCtx); err != nil {
-		in.Stop()
+	if err := a.run(startCtx, in, stopWithin); err != nil {
 		return nil, fmt.Errorf("inbound: %w", err)
 	}
-	a.onStop(in.Stop)
 	return in, nil
 }
 
@@ -103,7 +100,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	}
 	a.producer = producer
 	a.onStop(producer.Close)
-	if err := a.startDeadLetters(producer); err != nil {
+	if err := a.startDeadLetters(ctx, producer); err != nil {
 		return err
 	}
 	in, err := a.startInbound(ctx)

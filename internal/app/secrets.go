@@ -112,15 +112,14 @@ func RekeySecrets(ctx context.Context, cfg Config, rewrite bool) (SecretsReport,
 
 // sealedStore is a config store that seals secrets.
 type sealedStore interface {
-	Start(ctx context.Context) error
-	Stop()
+	component
 	Census() secretbox.Census
 	Rekey(ctx context.Context) (secretbox.Census, error)
 }
 
 // censusOrRekey loads store and counts its records, or rekeys them.
 func censusOrRekey(ctx context.Context, store sealedStore, rewrite bool) (secretbox.Census, error) {
-	defer store.Stop()
+	defer func() { _ = store.Stop(context.WithoutCancel(ctx)) }() // returns nil
 	if err := store.Start(ctx); err != nil {
 		return secretbox.Census{}, err
 	}

@@ -115,7 +115,7 @@ func putPlaintextSource(ctx context.Context, t *testing.T, a *app.App) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop()
+	defer testenv.Stop(t, s.Stop)
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

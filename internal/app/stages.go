@@ -16,12 +16,12 @@ import (
 // health snapshots, and the batch endpoints' runners.
 
 // startStages starts the fan-out and delivery stages.
-func (a *App) startStages(context.Context) error {
+func (a *App) startStages(ctx context.Context) error {
 	a.onStop(a.leaveGroups) // runs after every group client has closed
 	if err := a.startBreakers(); err != nil {
 		return err
 	}
-	if err := a.startNotifier(); err != nil {
+	if err := a.startNotifier(ctx); err != nil {
 		return err
 	}
 	healthReader, err := health.NewReader(health.Config{Redis: a.rdb, Logger: a.log})
@@ -46,7 +46,7 @@ func (a *App) startStages(context.Context) error {
 		return err
 	}
 	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
-	batches, err := a.startBatches(sender, metrics)
+	batches, err := a.startBatches(ctx, sender, metrics)
 	if err != nil {
 		return err
 	}
@@ -62,32 +62,33 @@ func (a *App) startStages(context.Context) error {
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})
 	if err != nil {
-		fanout.Stop()
+		a.stop(fanout, stopWithin) // not started: closes its session
 		return err
 	}
 	a.registry.MustRegister(stage.Collector())
 	a.fanout, a.delivery = fanout, stage
-	fanout.Start()
-	a.onStop(fanout.Stop)
-	stage.Start()
-	a.onStop(stage.Stop)
-	return a.startHealthPublisher(stage)
+	if err := a.run(ctx, fanout, stopWithin); err != nil {
+		return err
+	}
+	if err := a.run(ctx, stage, stopWithin); err != nil {
+		return err
+	}
+	return a.startHealthPublisher(ctx, stage)
 }
 
 // startHealthPublisher shares this instance's endpoint health through Redis
 // every second; it stops before the stage.
-func (a *App) startHealthPublisher(source health.Source) error {
+func (a *App) startHealthPublisher(ctx context.Context, source health.Source) error {
 	p, err := health.NewPublisher(health.Config{Redis: a.rdb, Logger: a.log}, source)
 	if err != nil {
 		return err
 	}
-	p.Start()
-	a.onStop(p.Stop)
-	return nil
+	return a.run(ctx, p, stopWithin)
 }
 
 // startBreakers keeps breaker state in memory for the endpoints this
-// instance owns and flushes it to Redis every second for the next owner.
+// instance owns and flushes it to Redis every second for the next owner;
+// its final flush, when it stops, is bounded by 5s.
 func (a *App) startBreakers() error {
 	store, err := breaker.NewStore(breaker.StoreConfig{Client: a.rdb})
 	if err != nil {
@@ -98,20 +99,15 @@ func (a *App) startBreakers() error {
 		return err
 	}
 	a.breakers = cache
-	cache.Start(context.Background())
-	a.onStop(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := cache.Stop(ctx); err != nil {
-			a.log.Warn("final breaker flush failed", "err", err)
-		}
-	})
-	return nil
+	// Not App.Start's context: the cache flushes until its Start's context
+	// ends (breaker.Cache.Start), and must run until App.Stop.
+	return a.run(context.Background(), cache, 5*time.Second)
 }
 
 // startNotifier runs the operator notifications; it stops after the
-// delivery stage, which may still disable endpoints while it drains.
-func (a *App) startNotifier() error {
+// delivery stage, which may still disable endpoints while it drains, and
+// its drain is bounded by stopWithin.
+func (a *App) startNotifier(ctx context.Context) error {
 	n, err := notify.New(notify.Config{
 		URL: a.cfg.OperatorWebhookURL, Secret: a.cfg.OperatorWebhookSecret, InstanceID: a.cfg.InstanceID, Logger: a.log,
 	})
@@ -119,11 +115,5 @@ func (a *App) startNotifier() error {
 		return err
 	}
 	a.notifier = n
-	n.Start()
-	a.onStop(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n.Stop(ctx)
-	})
-	return nil
+	return a.run(ctx, n, stopWithin)
 }

@@ -149,15 +149,18 @@ func New(cfg Config) (*Manager, error) {
 		runners: map[string]*runner{}, stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
-// Start runs the rescan loop until Stop.
-func (m *Manager) Start() {
+// Start runs the rescan loop until Stop (ctx is not its lifetime, nor used
+// otherwise). It cannot fail.
+func (m *Manager) Start(context.Context) error {
 	m.started.Store(true)
 	go m.loop()
+	return nil
 }
 
 // Stop stops every runner (a batch in flight is canceled: the next owner
-// sends it again) and the loop. It may be called once, started or not.
-func (m *Manager) Stop() {
+// sends it again) and the loop, and waits for their goroutines; ctx is not
+// used. It may be called once, started or not. It returns nil.
+func (m *Manager) Stop(context.Context) error {
 	close(m.stop)
 	if m.started.Load() {
 		<-m.done
@@ -171,6 +174,7 @@ func (m *Manager) Stop() {
 	m.owned = map[int32]bool{}
 	m.mu.Unlock()
 	stopAll(rs, time.Time{})
+	return nil
 }
 
 // Owned starts the runners of partition p's batch endpoints.

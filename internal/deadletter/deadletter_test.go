@@ -104,7 +104,7 @@ func (f *fixture) redriver(t *testing.T, tweak func(*Config)) *Redriver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Stop)
+	testenv.Start(t, r.Start, r.Stop)
 	return r
 }
 

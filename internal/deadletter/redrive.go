@@ -162,7 +162,7 @@ type Redriver struct {
 	kind   *redrive
 }
 
-// NewRedriver checks cfg and returns a running Redriver; Stop ends its jobs.
+// NewRedriver checks cfg and returns a Redriver; Start lets it run jobs.
 func NewRedriver(cfg Config) (*Redriver, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -180,14 +180,18 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Started here: its owner (app) only ever stops it.
-	runner.Start()
 	return &Redriver{runner: runner, kind: kind}, nil
 }
 
-// Stop cancels running jobs and waits for them. Their progress stays in
-// Redis; repeating the request resumes them.
-func (r *Redriver) Stop() { r.runner.Stop() }
+// Start lets Submit run jobs, until Stop (ctx is not their lifetime).
+// Before Start, and after Stop, Submit returns jobs.ErrStopped. It
+// cannot fail.
+func (r *Redriver) Start(ctx context.Context) error { return r.runner.Start(ctx) }
+
+// Stop cancels running jobs and waits for their goroutines, however long
+// (ctx is not used; see jobs.Runner.Stop). Their progress stays in Redis;
+// repeating the request resumes them.
+func (r *Redriver) Stop(ctx context.Context) error { return r.runner.Stop(ctx) }
 
 // Submit starts the redrive of req, or returns the job already started for
 // the same request (or the same idempotency key). created reports whether

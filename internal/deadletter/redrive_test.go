@@ -10,6 +10,7 @@ import (
 
 	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // redrive sends letters as one step of a job would, for tests that fake a
@@ -82,7 +83,7 @@ func TestRedriveReadsAndWritesTheRecordFormat(t *testing.T) {
 	if done := waitJob(t, r, job.ID); done.Redriven != 30 {
 		t.Fatalf("job %+v: want 30 redriven", done)
 	}
-	r.Stop() // waits for the job's goroutine, so its last save is done
+	testenv.Stop(t, r.Stop) // waits for the job's goroutine, so its last save is done
 	raw, err := f.redis.Get(ctx, "laneway:redrive:"+f.dead+":"+job.ID).Bytes()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@
 package embedded
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"time"
@@ -73,8 +74,12 @@ func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 // Addr is the bootstrap address clients should use.
 func (k *Kafka) Addr() string { return k.addr }
 
-// Stop closes the cluster, flushing its data dir.
-func (k *Kafka) Stop() { k.cluster.Close() }
+// Stop closes the cluster, flushing its data dir; ctx is not used. The
+// embedded Kafka is started by StartKafka. It returns nil.
+func (k *Kafka) Stop(context.Context) error {
+	k.cluster.Close()
+	return nil
+}
 
 // DefaultExpiryInterval is how often the in-process Redis expires keys
 // whose TTL has passed, at the least.
@@ -155,11 +160,14 @@ func (r *Redis) expire(cfg RedisConfig) {
 // URL is the redis:// URL clients should use.
 func (r *Redis) URL() string { return "redis://" + r.srv.Addr() + "/0" }
 
-// Stop ends the expiry goroutine and closes the server.
-func (r *Redis) Stop() {
+// Stop ends the expiry goroutine, waits for it and closes the server; ctx
+// is not used. The in-process Redis is started by StartRedis. It returns
+// nil.
+func (r *Redis) Stop(context.Context) error {
 	close(r.stop)
 	<-r.done
 	r.srv.Close()
+	return nil
 }
 
 func splitHostPort(addr string) (string, int, error) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 func redisClient(t *testing.T, r *Redis) *redis.Client {
@@ -49,7 +51,7 @@ func TestEmbeddedRedisExpiresKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Stop)
+	testenv.StopOnCleanup(t, r.Stop)
 	c := redisClient(t, r)
 	ctx := context.Background()
 	if err := c.Set(ctx, "short", "v", 100*time.Millisecond).Err(); err != nil {
@@ -72,7 +74,7 @@ func TestEmbeddedRedisExpiryFollowsTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Stop)
+	testenv.StopOnCleanup(t, r.Stop)
 	c := redisClient(t, r)
 	ctx := context.Background()
 	for key, ttl := range map[string]time.Duration{"idem": time.Hour, "later": 3 * time.Hour} {
@@ -93,7 +95,7 @@ func TestEmbeddedRedisStopEndsTheSweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Stop()
+	testenv.Stop(t, r.Stop)
 	select {
 	case <-r.done:
 	default:

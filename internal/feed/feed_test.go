@@ -61,8 +61,7 @@ func newRig(t *testing.T, b testenv.Backend) *rig {
 	r := &rig{topics: topics.Config{}.WithPrefix(testenv.Unique("feedtest"))}
 	r.adm = kadm.NewClient(cl())
 	r.watcher = NewWatcher(WatcherConfig{Admin: r.adm, PollInterval: 20 * time.Millisecond})
-	r.watcher.Start()
-	t.Cleanup(r.watcher.Stop)
+	testenv.Start(t, r.watcher.Start, r.watcher.Stop)
 	var err error
 	if r.writer, err = NewWriter(WriterConfig{Client: cl()}); err != nil {
 		t.Fatal(err)

@@ -83,11 +83,13 @@ func (s *Service) BatchPosition(ctx context.Context, endpointID string) (Positio
 	return s.batch.Position(ctx, endpointID)
 }
 
-// Start runs the long-poll watcher.
-func (s *Service) Start() { s.watcher.Start() }
+// Start runs the long-poll watcher until Stop (see Watcher.Start). It
+// cannot fail.
+func (s *Service) Start(ctx context.Context) error { return s.watcher.Start(ctx) }
 
-// Stop ends the watcher; long polls in progress end with their requests.
-func (s *Service) Stop() { s.watcher.Stop() }
+// Stop ends the watcher and waits for it (see Watcher.Stop); long polls in
+// progress end with their requests. It returns nil.
+func (s *Service) Stop(ctx context.Context) error { return s.watcher.Stop(ctx) }
 
 // Appended wakes the long polls on this instance that an append made here
 // satisfies (WriterConfig.Appended).

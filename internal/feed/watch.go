@@ -55,14 +55,19 @@ func NewWatcher(cfg WatcherConfig) *Watcher {
 	return &Watcher{cfg: cfg, waiters: map[string][]*waiter{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Start runs the poll loop until Stop.
-func (w *Watcher) Start() { go w.loop() }
+// Start runs the poll loop until Stop (ctx is not its lifetime, nor used
+// otherwise). It cannot fail.
+func (w *Watcher) Start(context.Context) error {
+	go w.loop()
+	return nil
+}
 
-// Stop ends the poll loop and waits for it. Waits in progress end with
-// their context.
-func (w *Watcher) Stop() {
+// Stop ends the poll loop and waits for it; ctx is not used. Waits in
+// progress end with their context. It returns nil.
+func (w *Watcher) Stop(context.Context) error {
 	close(w.stop)
 	<-w.done
+	return nil
 }
 
 // Wait returns true once topic has an event at or after from, false when

@@ -131,8 +131,9 @@ func NewPublisher(cfg Config, source Source) (*Publisher, error) {
 	return &Publisher{cfg: cfg, source: source}, nil
 }
 
-// Start publishes until Stop.
-func (p *Publisher) Start() {
+// Start publishes every Interval until Stop (ctx is not its lifetime, nor
+// used otherwise). It cannot fail.
+func (p *Publisher) Start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.done.Add(1)
@@ -151,14 +152,17 @@ func (p *Publisher) Start() {
 			}
 		}
 	}()
+	return nil
 }
 
-// Stop ends publishing.
-func (p *Publisher) Stop() {
+// Stop ends publishing (a publish in progress is canceled) and waits for
+// the goroutine; ctx is not used. It returns nil.
+func (p *Publisher) Stop(context.Context) error {
 	if p.cancel != nil {
 		p.cancel()
 	}
 	p.done.Wait()
+	return nil
 }
 
 // Publish writes the current snapshots once.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 type fixedSource []Snapshot
@@ -62,7 +64,9 @@ func TestPublisherStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub.Start()
+	if err := pub.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for !mr.Exists("laneway:health:ep") {
 		if time.Now().After(deadline) {
@@ -70,5 +74,5 @@ func TestPublisherStopsCleanly(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond) // polling miniredis for the first write
 	}
-	pub.Stop()
+	testenv.Stop(t, pub.Stop)
 }

@@ -114,10 +114,10 @@ func (f *fixture) service(tweak func(*Config), beforeStart func(*Service)) *Serv
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := s.Start(ctx); err != nil {
-		s.Stop()
+		testenv.Stop(f.t, s.Stop)
 		f.t.Fatal(err)
 	}
-	f.t.Cleanup(s.Stop)
+	testenv.StopOnCleanup(f.t, s.Stop)
 	return s
 }
 

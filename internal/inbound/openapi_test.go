@@ -475,7 +475,7 @@ func TestOpenAPIInbound(t *testing.T) {
 	}
 	downRedis := redis.NewClient(opts)
 	down := f.service(func(c *Config) { c.CaptureOnly, c.Redis, c.InstanceID = true, downRedis, "down" }, nil)
-	down.Stop()
+	testenv.Stop(t, down.Stop)
 	_ = downRedis.Close()
 	downURL := mountSpec(t, down)
 	r = k.do(specCall{base: downURL, method: "POST", path: "/in/std", body: validBody, header: signed, noAuth: true, want: 503})

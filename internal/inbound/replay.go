@@ -122,8 +122,7 @@ type replayer struct {
 	runner *jobs.Runner[ReplayRequest, ReplayJob]
 }
 
-// newReplayer returns a running replayer: its owner (Service) only ever
-// stops it.
+// newReplayer returns a replayer; Start lets it run jobs.
 func newReplayer(cfg replayConfig) *replayer {
 	kind := &replay{cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
 	runner, err := jobs.New(jobs.Config[ReplayRequest, ReplayJob]{
@@ -138,13 +137,17 @@ func newReplayer(cfg replayConfig) *replayer {
 		// Only a field missing from the literal above fails: a bug here.
 		panic("inbound: " + err.Error())
 	}
-	runner.Start()
 	return &replayer{runner: runner}
 }
 
-// stop cancels running jobs and waits for them; their progress stays in
-// Redis and repeating the request resumes them.
-func (r *replayer) stop() { r.runner.Stop() }
+// Start lets Submit run jobs, until Stop (ctx is not their lifetime). It
+// cannot fail.
+func (r *replayer) Start(ctx context.Context) error { return r.runner.Start(ctx) }
+
+// Stop cancels running jobs and waits for their goroutines, however long
+// (ctx is not used; see jobs.Runner.Stop). Their progress stays in Redis
+// and repeating the request resumes them.
+func (r *replayer) Stop(ctx context.Context) error { return r.runner.Stop(ctx) }
 
 // Submit starts the replay of req, or returns the job already started for
 // the same request (or the same idempotency key). created reports whether

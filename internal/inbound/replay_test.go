@@ -66,7 +66,7 @@ func TestReplayResumesARecordAnOlderVersionWrote(t *testing.T) {
 		if done.Replayed != 2 || done.Scanned != 2 || done.Matched != 2 {
 			t.Fatalf("resumed job %+v: want the second request only replayed (2 in all)", done)
 		}
-		s.Stop() // waits for the job's goroutine, so its last save is done
+		testenv.Stop(t, s.Stop) // waits for the job's goroutine, so its last save is done
 		raw, err := f.rdb.Get(ctx, key).Bytes()
 		if err != nil {
 			t.Fatal(err)

@@ -20,10 +20,10 @@ func sealedSourceStore(t *testing.T, b testenv.Backend, topic string, ring *secr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Start(ctx); err != nil {
-		s.Stop()
+		testenv.Stop(t, s.Stop)
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	testenv.StopOnCleanup(t, s.Stop)
 	return s
 }
 

@@ -226,7 +226,7 @@ func New(cfg Config) (*Service, error) {
 	defer func() {
 		if err != nil {
 			if s.sources != nil {
-				s.sources.Stop() // never started: closes its client
+				_ = s.sources.Stop(context.Background()) // never started: closes its client
 			}
 			s.closeClients()
 		}
@@ -276,11 +276,15 @@ func (s *Service) batchBytes(topic string) int32 {
 }
 
 // Start loads the source config, reads the inbound topic's message size
-// limit and starts the verify stage (unless CaptureOnly). The topics must
-// exist (topics.Ensure creates them).
+// limit and starts the replay runner and the verify stage (unless
+// CaptureOnly), which run until Stop: ctx bounds only the loading. The
+// topics must exist (topics.Ensure creates them).
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.sources.Start(ctx); err != nil {
 		return fmt.Errorf("load inbound sources: %w", err)
+	}
+	if err := s.replays.Start(ctx); err != nil {
+		return err
 	}
 	s.inboundBatchBytes.Store(s.maxMessageBytes(ctx))
 	if s.verifier != nil {
@@ -312,20 +316,24 @@ func (s *Service) maxMessageBytes(ctx context.Context) int32 {
 
 // Stop stops replay jobs (their progress saved), the verify stage (its
 // current transaction finished) and the source store, and closes the
-// clients. Stop the HTTP server first: captures after Stop get 503.
-func (s *Service) Stop() {
+// clients. Stop the HTTP server first: captures after Stop get 503. It
+// waits for the replay jobs and the verify stage without a bound of its own
+// (ctx is not used); the last flush of refused requests kept is bounded by
+// 5s. It may be called more than once, and without Start; it returns nil.
+func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.started.Store(false)
-		s.replays.stop()
+		_ = s.replays.Stop(ctx) // returns nil
 		if s.verifier != nil {
 			s.verifier.stop()
 		}
-		s.sources.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.sources.Stop(ctx) // returns nil
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = s.producer.Flush(ctx) // the refused requests still being kept
+		_ = s.producer.Flush(flushCtx) // the refused requests still being kept
 		s.closeClients()
 	})
+	return nil
 }
 
 func (s *Service) closeClients() {

@@ -250,7 +250,7 @@ func TestCrashBetweenAckAndVerification(t *testing.T) {
 		if pending := c.list("status=pending"); len(pending) != n {
 			t.Fatalf("%d pending before the crash, want %d", len(pending), n)
 		}
-		first.Stop()
+		testenv.Stop(t, first.Stop)
 
 		second := f.service(nil, nil)
 		c2 := server(t, second)

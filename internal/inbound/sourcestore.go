@@ -71,8 +71,12 @@ func newSourceStore(brokers []string, topic string, ring *secretbox.Ring, logger
 // Start returns, then keeps following it in the background until Stop.
 func (s *SourceStore) Start(ctx context.Context) error { return s.t.Start(ctx) }
 
-// Stop ends the follower and closes the client.
-func (s *SourceStore) Stop() { s.t.Stop() }
+// Stop ends the follower, waits for it and closes the client; ctx is not
+// used. It may be called more than once, and without Start. It returns nil.
+func (s *SourceStore) Stop(context.Context) error {
+	s.t.Stop()
+	return nil
+}
 
 // Get returns the source with this id.
 func (s *SourceStore) Get(id string) (Source, bool) { return s.t.Get(id) }

@@ -198,8 +198,7 @@ func (f *fixture) runner(t *testing.T, k *copier) *Runner[request, Job[request]]
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Start()
-	t.Cleanup(r.Stop)
+	testenv.Start(t, r.Start, r.Stop)
 	return r
 }
 

@@ -32,19 +32,25 @@ func New[Req, Rec any](cfg Config[Req, Rec]) (*Runner[Req, Rec], error) {
 	return &Runner[Req, Rec]{cfg: cfg, running: map[string]*Job[Req]{}, changed: make(chan struct{})}, nil
 }
 
-// Start lets Submit launch jobs. A stopped runner does not start again.
-func (r *Runner[Req, Rec]) Start() {
+// Start lets Submit launch jobs, which run until Stop: ctx is not their
+// lifetime (nor used otherwise). It cannot fail. A stopped runner does not
+// start again.
+func (r *Runner[Req, Rec]) Start(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil && !r.stopped {
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 	}
+	return nil
 }
 
 // Stop cancels the running jobs and waits for their goroutines. Their
 // records stay "running" with their cursors saved and their leases left to
-// expire, so that a repeated request resumes them.
-func (r *Runner[Req, Rec]) Stop() {
+// expire, so that a repeated request resumes them. ctx is not used: Stop
+// waits for the job goroutines however long they take to notice the
+// cancel (each one's last save is bounded by finalSaveTimeout). It
+// returns nil.
+func (r *Runner[Req, Rec]) Stop(context.Context) error {
 	r.mu.Lock()
 	r.stopped = true
 	cancel := r.cancel
@@ -53,6 +59,7 @@ func (r *Runner[Req, Rec]) Stop() {
 		cancel()
 	}
 	r.jobs.Wait()
+	return nil
 }
 
 // Submit starts the job of req, or returns the job already started for the

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // offsets returns from, from+1, ..., to-1.
@@ -34,7 +36,7 @@ func TestJobsRunToTheEndAndSaveProgress(t *testing.T) {
 	if got := k.copied(); !slices.Equal(got, offsets(0, 25)) {
 		t.Fatalf("copied %v", got)
 	}
-	r.Stop() // the job's goroutine has saved its end
+	testenv.Stop(t, r.Stop) // the job's goroutine has saved its end
 	if s := f.stored(t, r, job.ID); s.Status != StatusDone || s.Sent != 25 {
 		t.Fatalf("stored %+v", s)
 	}
@@ -95,7 +97,7 @@ func TestJobsLeaseLetsOneInstanceRunAJob(t *testing.T) {
 	}
 	ka.gate <- struct{}{}
 	waitStatus(t, a, job.ID, StatusDone)
-	a.Stop() // the job's goroutine has saved its end
+	testenv.Stop(t, a.Stop) // the job's goroutine has saved its end
 	if got, ok, err := b.Get(ctx, job.ID); err != nil || !ok || got.Status != StatusDone || got.Sent != 20 {
 		t.Fatalf("read on the second instance: %+v found %v, %v", got, ok, err)
 	}
@@ -134,7 +136,7 @@ func TestJobsStopDrainsAndARepeatResumesFromTheSavedCursor(t *testing.T) {
 
 	stopped := make(chan struct{})
 	go func() {
-		a.Stop()
+		testenv.Stop(t, a.Stop)
 		close(stopped)
 	}()
 	select {
@@ -187,7 +189,7 @@ func TestJobsFailedStepFailsTheJobAndARepeatResumesIt(t *testing.T) {
 	if failed.Error != "boom" || failed.Cursor != "20" || failed.Sent != 20 || failed.FinishedAt != nil {
 		t.Fatalf("failed job %+v", failed)
 	}
-	r.Stop() // the job's goroutine has saved its end and dropped its lease
+	testenv.Stop(t, r.Stop) // the job's goroutine has saved its end and dropped its lease
 	k2 := f.copier(t, 10)
 	r2 := f.runner(t, k2)
 	again, created, err := r2.Submit(context.Background(), request{Name: "x"}, nil, "")
@@ -214,9 +216,11 @@ func TestJobsRefuseSubmitsBeforeStartAndAfterStop(t *testing.T) {
 	if _, _, err := r.Submit(ctx, request{Name: "x"}, nil, ""); !errors.Is(err, ErrStopped) {
 		t.Fatalf("before Start: %v", err)
 	}
-	r.Start()
-	r.Stop()
-	r.Start()
+	for _, step := range []func(context.Context) error{r.Start, r.Stop, r.Start} {
+		if err := step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, _, err := r.Submit(ctx, request{Name: "x"}, nil, ""); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after Stop: %v", err)
 	}

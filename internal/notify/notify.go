@@ -125,19 +125,25 @@ func New(cfg Config) (*Notifier, error) {
 	return &Notifier{cfg: cfg, queue: make(chan Notification, cfg.QueueSize), ctx: ctx, cancel: cancel}, nil
 }
 
-// Start runs the sender.
-func (n *Notifier) Start() {
+// Start runs the sender until Stop (ctx is not its lifetime, nor used
+// otherwise). It cannot fail.
+func (n *Notifier) Start(context.Context) error {
 	n.wg.Add(1)
 	go n.sendLoop()
+	return nil
 }
 
 // Stop sends what is queued, waiting at most until ctx ends, then gives up
-// on the rest (they are logged already).
-func (n *Notifier) Stop(ctx context.Context) {
-	n.stop.Do(func() { n.drain(ctx) })
+// on the rest (they are logged already), cancels the send in progress and
+// waits for the sender to return. It returns ctx.Err() if ctx ended before
+// the sender was done, nil otherwise (and on calls after the first).
+func (n *Notifier) Stop(ctx context.Context) error {
+	var err error
+	n.stop.Do(func() { err = n.drain(ctx) })
+	return err
 }
 
-func (n *Notifier) drain(ctx context.Context) {
+func (n *Notifier) drain(ctx context.Context) error {
 	n.mu.Lock()
 	n.closed = true
 	close(n.queue)
@@ -147,13 +153,20 @@ func (n *Notifier) drain(ctx context.Context) {
 		n.wg.Wait()
 		close(done)
 	}()
+	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		n.cancel()
-		<-done
+		select {
+		case <-done: // done too: nothing was given up
+		default:
+			err = ctx.Err()
+			n.cancel()
+			<-done
+		}
 	}
 	n.cancel()
+	return err
 }
 
 // EndpointDisabled logs the disable and queues the operator webhook.

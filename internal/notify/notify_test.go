@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 func TestEndpointDisabledSendsASignedWebhookAfterRetries(t *testing.T) {
@@ -45,8 +45,10 @@ func TestEndpointDisabledSendsASignedWebhookAfterRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Start()
-	defer n.Stop(context.Background())
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer testenv.Stop(t, n.Stop) // before the server closes
 	n.EndpointDisabled(endpoint.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://x.example/hook"}, "endpoint answered 410 Gone")
 	select {
 	case msg := <-got:
@@ -73,10 +75,12 @@ func TestNotifierNeedsAValidSecretWithAURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Start()
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	n.EndpointDisabled(endpoint.Endpoint{ID: "ep"}, "why")
-	n.Stop(context.Background())
-	n.Stop(context.Background()) // twice is fine
+	testenv.Stop(t, n.Stop)
+	testenv.Stop(t, n.Stop) // twice is fine
 	// After Stop it must not panic.
 	n.EndpointDisabled(endpoint.Endpoint{ID: "ep"}, "after stop")
 }

@@ -25,7 +25,7 @@ func sealedStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	testenv.StopOnCleanup(t, s.Stop)
 	return s
 }
 

@@ -79,8 +79,12 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 // Start returns, then keeps following it in the background until Stop.
 func (s *Store) Start(ctx context.Context) error { return s.t.Start(ctx) }
 
-// Stop ends the follower and closes the client.
-func (s *Store) Stop() { s.t.Stop() }
+// Stop ends the follower, waits for it and closes the client; ctx is not
+// used. It may be called more than once, and without Start. It returns nil.
+func (s *Store) Stop(context.Context) error {
+	s.t.Stop()
+	return nil
+}
 
 // Changed returns a channel that is closed at the next applied config change,
 // so callers can wait for a change without polling.
