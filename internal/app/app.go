@@ -248,8 +248,8 @@ type component interface {
 	Stop(ctx context.Context) error
 }
 
-// stopper is a component started by its constructor (the embedded Kafka
-// and Redis).
+// stopper is what App.Stop needs of a component; the embedded Kafka and
+// Redis, which their constructors start, have only that.
 type stopper interface {
 	Stop(ctx context.Context) error
 }
