@@ -9,16 +9,18 @@
 //
 // Where things live:
 //
-//	fanout.go      the fan-out stage: events → deliveries, in Kafka transactions
-//	delivery.go    the delivery stage: config, lifecycle, the poll, tick and commit loops
-//	driven.go      one owned partition: the owner under its mutex, effects carried out after it
-//	rebalance.go   taking partitions over (the commits an owner starts from) and giving them up
-//	commit.go      the deliveries watermark with the parked progress, in one fenced commit
-//	collector.go   per-endpoint and per-partition gauges, read at scrape time
-//	metrics.go     the stage's counters and histograms
-//	events.go      what the stage did, told to DeliveryConfig.OnEvent (tests wait on it)
-//	fdlimit_*.go   the default cap on attempts in flight, from the file-descriptor limit
-//	util.go        DefaultInstanceID (the hostname) and sleepCtx
+//	fanout.go          the fan-out stage: events → deliveries, in Kafka transactions
+//	deliveryconfig.go  the delivery stage's Config, its defaults and the interfaces it is given
+//	delivery.go        the delivery stage: lifecycle, the poll, tick and commit loops
+//	workers.go         the reused goroutines attempts run on
+//	driven.go          one owned partition: the owner under its mutex, effects carried out after it
+//	rebalance.go       taking partitions over (the commits an owner starts from) and giving them up
+//	commit.go          the deliveries watermark with the parked progress, in one fenced commit
+//	collector.go       per-endpoint and per-partition gauges, read at scrape time
+//	metrics.go         the stage's counters and histograms
+//	events.go          what the stage did, told to DeliveryConfig.OnEvent (tests wait on it)
+//	fdlimit_*.go       the default cap on attempts in flight, from the file-descriptor limit
+//	util.go            DefaultInstanceID (the hostname) and sleepCtx
 //
 // And its tests:
 //
