@@ -302,7 +302,7 @@ func (d *driven) attempt(a *partition.Attempt) {
 		// The batch runner renders each event itself and needs the whole
 		// delivery (its age, and its dead letter's content).
 		var rec []byte
-		if rec, err = json.Marshal(a.Delivery); err != nil {
+		if rec, err = event.MarshalDelivery(a.Delivery); err != nil {
 			res.Invalid = err
 		} else {
 			res.Result = d.appendToFeed(a, rec)

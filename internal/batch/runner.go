@@ -2,7 +2,6 @@ package batch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -190,8 +189,7 @@ func (r *runner) skipExpired(ctx context.Context, core *Core, from int64) error 
 func (r *runner) events(ctx context.Context, recs []*kgo.Record, thin bool) ([]Event, error) {
 	out := make([]Event, 0, len(recs))
 	for _, rec := range recs {
-		var d event.Delivery
-		err := json.Unmarshal(rec.Value, &d)
+		d, err := event.ParseDelivery(rec.Value)
 		var body []byte
 		if err == nil {
 			body, err = d.Render(thin)

@@ -313,36 +313,71 @@ func NewDeliveryEncoder(env Envelope, now time.Time) (*DeliveryEncoder, error) {
 // written by hand, in json.Marshal's bytes for a Delivery
 // (FuzzDeliveryEncoderMatchesJSONMarshal): it is on every event's path.
 func (e *DeliveryEncoder) Reset(env Envelope, now time.Time) error {
-	now = now.UTC()
-	for _, t := range []time.Time{env.OccurredAt, now} {
-		if err := representable(t); err != nil {
-			return err
-		}
-	}
-	data, err := compactHTMLSafe(env.Data)
+	d := NewDelivery(env, "", now)
+	b := appendJSONString(append(e.buf[:0], `{"event_id":`...), d.EventID)
+	b = append(b, `,"endpoint_id":`...)
+	e.split = len(b)
+	b, err := appendDeliveryTail(b, &d)
 	if err != nil {
 		return err
 	}
-	b := appendJSONString(append(e.buf[:0], `{"event_id":`...), env.ID)
-	b = append(b, `,"endpoint_id":`...)
-	e.split = len(b)
-	b = appendJSONString(append(b, `,"tenant":`...), env.Tenant)
-	b = appendJSONString(append(b, `,"type":`...), env.Type)
-	b = appendJSONString(append(b, `,"entity":`...), env.Entity)
-	b = strconv.AppendInt(append(b, `,"revision":`...), env.Revision, 10)
-	if env.Coalesce {
+	e.buf = b
+	return nil
+}
+
+// MarshalDelivery is json.Marshal(d), written by hand in the same bytes
+// (FuzzMarshalDeliveryMatchesJSONMarshal): a batch endpoint's every
+// delivery is encoded whole on its way to the endpoint's feed.
+func MarshalDelivery(d *Delivery) ([]byte, error) {
+	b := make([]byte, 0, 256+len(d.EventID)+len(d.EndpointID)+len(d.Tenant)+len(d.Type)+len(d.Entity)+len(d.Data)+len(d.LastError))
+	b = appendJSONString(append(b, `{"event_id":`...), d.EventID)
+	b = appendJSONString(append(b, `,"endpoint_id":`...), d.EndpointID)
+	return appendDeliveryTail(b, d)
+}
+
+// appendDeliveryTail appends d's fields after endpoint_id and the closing
+// brace, as json.Marshal writes them.
+func appendDeliveryTail(b []byte, d *Delivery) ([]byte, error) {
+	for _, t := range []time.Time{d.OccurredAt, d.CreatedAt, d.NotBefore} {
+		if err := representable(t); err != nil {
+			return nil, err
+		}
+	}
+	data, err := compactHTMLSafe(d.Data)
+	if err != nil {
+		return nil, err
+	}
+	b = appendJSONString(append(b, `,"tenant":`...), d.Tenant)
+	b = appendJSONString(append(b, `,"type":`...), d.Type)
+	b = appendJSONString(append(b, `,"entity":`...), d.Entity)
+	b = strconv.AppendInt(append(b, `,"revision":`...), d.Revision, 10)
+	if d.Coalesce {
 		b = append(b, `,"coalesce":true`...)
 	}
-	b = env.OccurredAt.AppendFormat(append(b, `,"occurred_at":"`...), time.RFC3339Nano)
+	b = appendJSONTime(append(b, `,"occurred_at":`...), d.OccurredAt)
 	if len(data) > 0 {
-		b = append(append(b, `","data":`...), data...)
-		b = append(b, `,"created_at":"`...)
-	} else {
-		b = append(b, `","created_at":"`...)
+		b = append(append(b, `,"data":`...), data...)
 	}
-	b = now.AppendFormat(b, time.RFC3339Nano)
-	e.buf = append(b, `"}`...)
-	return nil
+	b = appendJSONTime(append(b, `,"created_at":`...), d.CreatedAt)
+	if d.Attempts != 0 {
+		b = strconv.AppendInt(append(b, `,"attempts":`...), int64(d.Attempts), 10)
+	}
+	if d.Sequence != 0 {
+		b = strconv.AppendInt(append(b, `,"sequence":`...), d.Sequence, 10)
+	}
+	if !d.NotBefore.IsZero() {
+		b = appendJSONTime(append(b, `,"not_before":`...), d.NotBefore)
+	}
+	if d.LastError != "" {
+		b = appendJSONString(append(b, `,"last_error":`...), d.LastError)
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON does (representable
+// checked by the caller).
+func appendJSONTime(b []byte, t time.Time) []byte {
+	return append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
 }
 
 // compactHTMLSafe is data as json.Marshal writes a json.RawMessage:

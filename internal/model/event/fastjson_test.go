@@ -131,3 +131,25 @@ func FuzzDeliveryEncoderMatchesJSONMarshal(f *testing.F) {
 		}
 	})
 }
+
+func FuzzMarshalDeliveryMatchesJSONMarshal(f *testing.F) {
+	f.Add("evt_1", "ep_1", "acme", "order.updated", "order:1", int64(3), true, int64(1764496800123456789), []byte(`{"a":1}`), 0, int64(0), int64(0), "")
+	f.Add("e<", "ep", "t&", "\u2028", "é\xff", int64(-1), false, int64(0), []byte(` [ "<a>" ] `), 7, int64(12), int64(1764496805000000000), "deliver: HTTP 503: <busy>")
+	f.Fuzz(func(t *testing.T, id, ep, tenant, typ, entity string, revision int64, coalesce bool, unixNano int64, data []byte,
+		attempts int, sequence, notBefore int64, lastError string) {
+		d := Delivery{EventID: id, EndpointID: ep, Tenant: tenant, Type: typ, Entity: entity, Revision: revision, Coalesce: coalesce,
+			OccurredAt: time.Unix(0, unixNano).In(time.FixedZone("", int(unixNano%86400))), Data: data,
+			CreatedAt: time.Unix(0, unixNano/2).UTC(), Attempts: attempts, Sequence: sequence, LastError: lastError}
+		if notBefore != 0 {
+			d.NotBefore = time.Unix(0, notBefore)
+		}
+		want, wantErr := json.Marshal(&d)
+		got, err := MarshalDelivery(&d)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("MarshalDelivery error %v, json.Marshal error %v", err, wantErr)
+		}
+		if err == nil && string(got) != string(want) {
+			t.Fatalf("\ngot  %s\nwant %s", got, want)
+		}
+	})
+}
