@@ -298,3 +298,33 @@ func TestSendAllocations(t *testing.T) {
 	}
 	t.Logf("%.1f allocations per attempt", allocs)
 }
+
+// A receiver that refuses a large body before reading it (a size limit:
+// 413, then a close with the body unread, which resets the connection)
+// still has its answer decide the outcome, not the failed write: a batch
+// endpoint's 413 is what halves the batch.
+func TestSendEarlyAnswerToALargeBody(t *testing.T) {
+	limited := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1024)
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+		}
+	})
+	closing := newRawServer(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Length: 9\r\n\r\ntoo large")
+		c.Close()
+	})
+	for name, url := range map[string]string{"size limit": limited.URL, "close unread": closing.url("http")} {
+		for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
+			req := newRequest(t, url)
+			req.Body = bytes.Repeat([]byte("x"), size)
+			res := newSender(t, deliver.Config{}).Send(t.Context(), req)
+			if se := asError[*deliver.StatusError](t, res.Err); se.Code != http.StatusRequestEntityTooLarge || res.Outcome() != deliver.Dead {
+				t.Errorf("%s, %d bytes: got %v (outcome %v), want the 413", name, size, res.Err, res.Outcome())
+			}
+		}
+	}
+}
