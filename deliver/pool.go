@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/laneway/laneway/internal/sockpeek"
 )
 
 // conn is one keep-alive HTTP/1.1 connection, used by one attempt at a time.
@@ -17,13 +19,13 @@ type conn struct {
 	// interrupt ends the exchange under way (a canceled caller); made once
 	// per connection so that watching an attempt allocates no closure.
 	interrupt func()
-	peek      peeker // see alive
+	peek      sockpeek.Peeker // see connPool.get
 }
 
 func newConn(nc net.Conn, poolID string) *conn {
 	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: poolID}
 	c.interrupt = func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }
-	c.peek = newPeeker(nc)
+	c.peek = sockpeek.New(nc)
 	return c
 }
 
@@ -57,7 +59,7 @@ func (p *connPool) get(poolID string, now time.Time) *conn {
 		switch {
 		case c == nil:
 			return nil
-		case expired || !c.peek.alive(): // one non-blocking peek
+		case expired || !reusable(c.peek.Peek()):
 			_ = c.nc.Close()
 		default:
 			c.reused = true
@@ -65,6 +67,16 @@ func (p *connPool) get(poolID string, now time.Time) *conn {
 		}
 	}
 }
+
+// reusable says whether a peek leaves an idle connection fit for the next
+// request. The server closing it (a FIN or a reset) or sending anything
+// unasked (bytes of no request, a TLS alert) makes it unfit. Without the
+// peek, an attempt would write its request into a connection the server
+// had already closed and fail, where net/http's reader goroutine per
+// connection would have noticed the close. Where no peek is possible, a
+// closed connection fails its attempt, retried after its delay like any
+// transport error.
+func reusable(s sockpeek.State) bool { return s == sockpeek.Quiet || s == sockpeek.Unknown }
 
 func (p *connPool) pop(poolID string, now time.Time) (c *conn, expired bool) {
 	p.mu.Lock()

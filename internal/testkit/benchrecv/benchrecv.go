@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/laneway/laneway/internal/sockpeek"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -113,7 +114,7 @@ type endpointState struct {
 	running map[int]int   // entity → requests in flight
 
 	openMu sync.Mutex
-	open   map[*http.Request]net.Conn // with CountOpenOnly: requests in flight
+	open   map[*http.Request]*sockpeek.Peeker // with CountOpenOnly: requests in flight
 }
 
 // Start listens on loopback and serves until Close.
@@ -123,7 +124,7 @@ func Start(cfg Config) (*Receiver, error) {
 	}
 	r := &Receiver{cfg: cfg, receipts: make([]atomic.Int64, cfg.Slots)}
 	for range cfg.Endpoints {
-		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}, open: map[*http.Request]net.Conn{}})
+		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}, open: map[*http.Request]*sockpeek.Peeker{}})
 	}
 	for range listenerCount(cfg) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -134,7 +135,10 @@ func Start(cfg Config) (*Receiver, error) {
 		r.listeners = append(r.listeners, ln)
 	}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			p := sockpeek.New(c)
+			return context.WithValue(ctx, peekerKey{}, &p)
+		}}
 	for _, ln := range r.listeners {
 		r.serving.Add(1)
 		go func() {
@@ -326,22 +330,26 @@ func (ep *endpointState) enter() {
 	}
 }
 
-// connKey keeps a request's connection in its context (CountOpenOnly).
-type connKey struct{}
+// peekerKey keeps a Peeker of the request's connection in its context
+// (CountOpenOnly).
+type peekerKey struct{}
 
 // enterOpen counts req in flight with the requests whose connection is
 // still open, and raises the endpoint's maximum.
 func (ep *endpointState) enterOpen(req *http.Request) {
-	c, _ := req.Context().Value(connKey{}).(net.Conn)
+	p, _ := req.Context().Value(peekerKey{}).(*sockpeek.Peeker)
+	if p == nil {
+		p = &sockpeek.Peeker{} // Unknown: counts as open
+	}
 	ep.openMu.Lock()
 	defer ep.openMu.Unlock()
 	cur := int64(1)
 	for _, other := range ep.open {
-		if connOpen(other) {
+		if other.Peek() != sockpeek.Closed {
 			cur++
 		}
 	}
-	ep.open[req] = c
+	ep.open[req] = p
 	ep.inFlight.Store(int64(len(ep.open)))
 	if cur > ep.maxInFlight.Load() {
 		ep.maxInFlight.Store(cur)

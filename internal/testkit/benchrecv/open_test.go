@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"testing"
+
+	"github.com/laneway/laneway/internal/sockpeek"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -27,7 +29,8 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 }
 
 func requestOn(c net.Conn) *http.Request {
-	req, _ := http.NewRequestWithContext(context.WithValue(context.Background(), connKey{}, c), http.MethodPost, "/", nil)
+	p := sockpeek.New(c)
+	req, _ := http.NewRequestWithContext(context.WithValue(context.Background(), peekerKey{}, &p), http.MethodPost, "/", nil)
 	return req
 }
 
@@ -40,7 +43,7 @@ func TestEnterOpenLeavesOutClosedConnections(t *testing.T) {
 		want        int64
 	}{{"client closed", true, 1}, {"client open", false, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep := &endpointState{open: map[*http.Request]net.Conn{}}
+			ep := &endpointState{open: map[*http.Request]*sockpeek.Peeker{}}
 			client, server := tcpPair(t)
 			ep.enterOpen(requestOn(server))
 			if tc.closeClient {
