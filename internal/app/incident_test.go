@@ -176,17 +176,24 @@ func sampleCommits(t *testing.T, a *app.App) commitSample {
 	return s
 }
 
-// commitStalls names a partition whose commit did not move between two
-// samples although records were waiting above it. The fan-out writes in
-// transactions, so the last offset of a caught-up partition is a commit
-// marker, never a delivery: a partition is behind when its commit is below
-// end-1.
+// stallWindow is how many samples (2 s apart) a commit may stand still
+// while records wait: a lane waiting to park holds its partition's commit
+// for up to park_after (2 s here), and the commit follows within the
+// commit interval (1 s), so one sample interval is too short to call a
+// stall, two are not.
+const stallWindow = 2
+
+// commitStalls names a partition whose commit did not move across
+// stallWindow samples although records were waiting above it. The fan-out
+// writes in transactions, so the last offset of a caught-up partition is a
+// commit marker, never a delivery: a partition is behind when its commit is
+// below end-1.
 func (l steadyLoad) commitStalls() string {
-	for i := 1; i < len(l.samples); i++ {
-		prev, cur := l.samples[i-1], l.samples[i]
+	for i := stallWindow; i < len(l.samples); i++ {
+		prev, cur := l.samples[i-stallWindow], l.samples[i]
 		for p, end := range prev.end {
 			if end > prev.committed[p]+1 && cur.committed[p] <= prev.committed[p] {
-				return fmt.Sprintf("partition %d stayed at %d (end %d) between samples %d and %d", p, prev.committed[p], end, i-1, i)
+				return fmt.Sprintf("partition %d stayed at %d (end %d) between samples %d and %d", p, prev.committed[p], end, i-stallWindow, i)
 			}
 		}
 	}
