@@ -47,6 +47,19 @@ func (p ParkedProgress) NeedsFrom(endpoint string) int64 {
 	return max(p.Rest, p.Commit)
 }
 
+// from returns the progress with its commit raised to at least start (the
+// log start, when retention removed what the commit named): every endpoint
+// then needs nothing below it either, so no entry stays below the commit,
+// which DecodeProgress would refuse.
+func (p ParkedProgress) from(start int64) ParkedProgress {
+	out := ParkedProgress{Commit: max(p.Commit, start), Endpoints: make(map[string]int64, len(p.Endpoints))}
+	out.Rest = max(p.Rest, out.Commit)
+	for id, at := range p.Endpoints {
+		out.Endpoints[id] = max(at, out.Commit)
+	}
+	return out
+}
+
 // progressJSON is the encoded form; short names, since it shares Kafka's
 // metadata limit.
 type progressJSON struct {
@@ -121,12 +134,10 @@ func DecodeProgress(s string) (ParkedProgress, error) {
 	if j.C < 0 || j.R < j.C {
 		return ParkedProgress{}, fmt.Errorf("parked progress: commit %d, rest %d", j.C, j.R)
 	}
-	for id, at := range j.E {
-		if at < j.C {
-			return ParkedProgress{}, fmt.Errorf("parked progress: endpoint %q at %d, below the commit %d", id, at, j.C)
-		}
-	}
-	return ParkedProgress{Commit: j.C, Rest: j.R, Endpoints: j.E}, nil
+	// An entry below the commit means the commit (NeedsFrom reads it so);
+	// owners before 2026-12 could write one when retention had passed the
+	// commit they were assigned.
+	return ParkedProgress{Commit: j.C, Rest: j.R, Endpoints: j.E}.from(j.C), nil
 }
 
 // Commit is what the driver commits for the partition, in one offset
@@ -157,10 +168,7 @@ func (o *Owner) Committed(c Commit) {
 // start if retention removed what it named).
 func (o *Owner) parkedProgress() ParkedProgress {
 	if !o.discovered {
-		p := o.assigned
-		p.Commit = max(p.Commit, o.scanStart)
-		p.Rest = max(p.Rest, p.Commit)
-		return p
+		return o.assigned.from(o.scanStart)
 	}
 	p := ParkedProgress{Commit: o.parkedCommitOffset(), Rest: o.parkedEnd, Endpoints: make(map[string]int64, len(o.parked))}
 	for id, pl := range o.parked {

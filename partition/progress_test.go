@@ -57,12 +57,43 @@ func TestProgressTruncatesSafely(t *testing.T) {
 }
 
 func TestDecodeProgressRefusesBadInput(t *testing.T) {
-	for _, s := range []string{`{"v":2,"c":1,"r":1}`, `{"v":1,"c":5,"r":4}`, `{"v":1,"c":5,"r":9,"e":{"x":3}}`, `not json`} {
+	for _, s := range []string{`{"v":2,"c":1,"r":1}`, `{"v":1,"c":5,"r":4}`, `not json`} {
 		if _, err := DecodeProgress(s); err == nil {
 			t.Errorf("DecodeProgress(%q) accepted it", s)
 		}
 	}
 	if _, err := DecodeProgress(""); err != ErrNoProgress || !strings.Contains(err.Error(), "no parked progress") {
 		t.Errorf("empty metadata: %v, want ErrNoProgress", err)
+	}
+}
+
+// An owner assigned a parked commit that retention has passed commits from
+// the log start before its scan ends; an endpoint's entry below it must
+// rise with it, or the next owner cannot read the progress (seeds of the
+// simulator with a retention below max_age found it).
+func TestProgressFromTheLogStartRaisesEveryEndpoint(t *testing.T) {
+	p := ParkedProgress{Commit: 5, Rest: 9, Endpoints: map[string]int64{"ep_a": 7, "ep_b": 60}}
+	got, err := DecodeProgress(p.from(46).Encode(DefaultMaxProgressBytes))
+	if err != nil {
+		t.Fatalf("the progress from the log start does not decode: %v", err)
+	}
+	if got.Commit != 46 || got.NeedsFrom("ep_a") != 46 || got.NeedsFrom("ep_b") != 60 || got.NeedsFrom("ep_c") != 46 {
+		t.Fatalf("got %+v, want commit 46, ep_a 46, ep_b 60, others 46", got)
+	}
+	if p.Endpoints["ep_a"] != 7 {
+		t.Fatal("from changed the progress it was given")
+	}
+}
+
+// Metadata with an entry below its commit, as older owners wrote it, reads
+// as that entry at the commit rather than as no progress at all (which
+// would send the next owner back to the parked group's offset).
+func TestDecodeProgressReadsAnEntryBelowTheCommitAsTheCommit(t *testing.T) {
+	got, err := DecodeProgress(`{"v":1,"c":5,"r":9,"e":{"x":3,"y":8}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Endpoints["x"] != 5 || got.Endpoints["y"] != 8 || got.Rest != 9 {
+		t.Fatalf("got %+v, want x at the commit 5, y 8, rest 9", got)
 	}
 }

@@ -164,7 +164,7 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 	}
 	switch {
 	case res.OutOfRange:
-		o.scanCursor, o.scanStart = res.LogStart, res.LogStart
+		o.scanExpired(res.LogStart)
 		o.scanRead()
 		return
 	case err != nil:
@@ -185,6 +185,27 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 	o.holdUntil = o.now().Add(o.cfg.ReplayHold)
 	o.log.Info("deliveries partition assigned", "parked_endpoints", len(o.parked))
 	o.releaseEarly()
+}
+
+// scanExpired moves the assignment scan past records that retention
+// deleted before any owner read them back. Which endpoint each one was for
+// is gone with it, so they are counted as offsets (as a lane's expired
+// records are) and logged with the endpoints that still needed records
+// there: nothing vanishes uncounted.
+func (o *Owner) scanExpired(logStart int64) {
+	if logStart > o.scanCursor {
+		var needed []string
+		for _, id := range sortedKeys(o.assigned.Endpoints) {
+			if o.assigned.NeedsFrom(id) < logStart {
+				needed = append(needed, id)
+			}
+		}
+		o.log.Error("parked records expired before delivery (retention), found at assignment",
+			"from", o.scanCursor, "to", logStart, "endpoints", needed,
+			"unlisted_endpoints_affected", o.assigned.NeedsFrom("") < logStart)
+		o.cfg.Metrics.ParkedExpired(int(logStart - o.scanCursor))
+	}
+	o.scanCursor, o.scanStart = logStart, logStart
 }
 
 func (o *Owner) noteDiscovered(r *kgo.Record) {

@@ -86,7 +86,45 @@ func (s *Sim) deadLetter(dl event.DeadLetter) {
 }
 
 func (s *Sim) settled(e *element) bool {
+	return s.ended(e) || s.lostToRetention(e)
+}
+
+// ended reports whether e was delivered or dead-lettered.
+func (s *Sim) ended(e *element) bool {
 	return s.deadElem[e.index] || (!e.invalid && s.receiver.deliveredEvents[eventKey{e.event, e.endpoint}])
+}
+
+// lostToRetention reports whether, in a short-retention run, a parked
+// record of e was deleted by retention: e may then be lost, and
+// finalChecks requires the owners to have counted at least as many expired
+// offsets as elements were lost.
+func (s *Sim) lostToRetention(e *element) bool {
+	return s.p.shortRetention && s.expiredRecordOf(e)
+}
+
+// supersededByExpired reports whether a superseding element of e, or one
+// of theirs, lost a parked record to retention.
+func (s *Sim) supersededByExpired(e *element, seen map[int]bool) bool {
+	if seen[e.index] {
+		return false
+	}
+	seen[e.index] = true
+	for _, sup := range s.supersedersOf(e) {
+		if s.expiredRecordOf(sup) || s.supersededByExpired(sup, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// expiredRecordOf reports whether retention deleted a parked record of e.
+func (s *Sim) expiredRecordOf(e *element) bool {
+	for _, lr := range s.kafka.parked[:s.kafka.parkedLogStart] {
+		if !isEndMarker(lr.rec) && partition.SrcOffset(lr.rec) == e.offset && string(lr.rec.Key) == e.endpoint {
+			return true
+		}
+	}
+	return false
 }
 
 // supersedersOf returns the elements that may supersede e by the lane's
@@ -172,12 +210,16 @@ func liveParked(p partition.ParkedProgress, o int64, rec *kgo.Record) bool {
 	if o < p.Commit {
 		return false
 	}
+	return isEndMarker(rec) || o >= p.NeedsFrom(string(rec.Key))
+}
+
+func isEndMarker(rec *kgo.Record) bool {
 	for _, h := range rec.Headers {
 		if h.Key == partition.EndHeader {
 			return true
 		}
 	}
-	return o >= p.NeedsFrom(string(rec.Key))
+	return false
 }
 
 // parkedSources returns the deliveries offsets of the parked records a
@@ -302,5 +344,25 @@ func (s *Sim) finalChecks() {
 			s.violate("rule 1: element %d (%s %s/%s rev %d, offset %d) neither delivered, dead-lettered nor superseded",
 				e.index, e.event, e.endpoint, e.entity, e.revision, e.offset)
 		}
+	}
+	if !s.p.shortRetention {
+		return
+	}
+	// The elements retention took are those not finished but for it whose
+	// own parked record it deleted while it was still needed (not
+	// superseded by an element whose record it deleted too: such an
+	// element is lost with its successor, and an owner counts only the
+	// offsets it still needed): each is at least one expired parked
+	// offset, which the owners must have counted.
+	s.p.shortRetention = false
+	lost := 0
+	for _, e := range s.elements {
+		if !s.finished(e, nil, map[int]bool{}) && s.expiredRecordOf(e) && !s.supersededByExpired(e, map[int]bool{}) {
+			lost++
+		}
+	}
+	s.p.shortRetention = true
+	if lost > s.expiredCounted {
+		s.violate("rule 1: %d elements lost to retention, but the owners counted only %d expired parked offsets", lost, s.expiredCounted)
 	}
 }

@@ -41,6 +41,7 @@ type params struct {
 	attemptTimeout     time.Duration
 	revokeTimeout      time.Duration
 	retention          time.Duration
+	shortRetention     bool // retention below max_age: parked records may expire unread
 
 	pollEvery, tickEvery, commitEvery time.Duration
 	answerLatency, produceLatency     [2]time.Duration
@@ -109,6 +110,19 @@ func drawParams(r *rand.Rand) params {
 	return p
 }
 
+// shortRetention makes one seed in ten keep parked records for less than
+// max_age (5 to 20 s): a misconfiguration, or an owner-less outage longer
+// than the margin, in which records expire before they are read back. The
+// oracle then requires every element lost that way to be counted (see
+// lostToRetention). It is drawn from the seed, not the random stream, so
+// every other seed runs as before.
+func shortRetention(seed uint64) (time.Duration, bool) {
+	if seed%10 != 3 {
+		return 0, false
+	}
+	return time.Duration(5000+(seed/10)%15001) * time.Millisecond, true
+}
+
 // Result is one run's outcome.
 type Result struct {
 	Seed       uint64
@@ -153,7 +167,8 @@ type Sim struct {
 	feeds    map[string][]int // each pull endpoint's feed: elements in append order
 	revs     map[string]int64
 
-	metrics simMetrics
+	metrics        simMetrics
+	expiredCounted int // parked offsets the owners counted as expired (short retention)
 	logger  *slog.Logger
 
 	keepTrace  bool
@@ -185,6 +200,9 @@ func newSim(seed uint64, opts Options) *Sim {
 		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
 		pull: map[string]bool{}, feeds: map[string][]int{},
 		keepTrace: opts.Trace,
+	}
+	if r, ok := shortRetention(seed); ok {
+		s.p.retention, s.p.shortRetention = r, true
 	}
 	s.logger = slog.New(traceHandler{s: s})
 	s.metrics.s = s
@@ -335,7 +353,12 @@ func (m *simMetrics) Superseded(int)                  {}
 func (m *simMetrics) Parked(string, string)           {}
 func (m *simMetrics) Unparked(string)                 {}
 func (m *simMetrics) ParkedExpired(n int) {
-	m.s.violate("rule 1: %d parked offsets expired under retention before they were read back", n)
+	if !m.s.p.shortRetention {
+		m.s.violate("rule 1: %d parked offsets expired under retention before they were read back", n)
+		return
+	}
+	m.s.expiredCounted += n
+	m.s.tracef("counted %d parked offsets expired under retention", n)
 }
 
 // traceHandler writes the owner's log lines into the trace.
