@@ -169,7 +169,7 @@ type Sim struct {
 
 	metrics        simMetrics
 	expiredCounted int // parked offsets the owners counted as expired (short retention)
-	logger  *slog.Logger
+	logger         *slog.Logger
 
 	keepTrace  bool
 	trace      []string
