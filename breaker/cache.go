@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // DefaultFlushInterval is the default of CacheConfig.FlushInterval.
@@ -266,22 +268,15 @@ func (c *Cache) Start(ctx context.Context) error {
 
 func (c *Cache) loop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			err := c.Flush(ctx)
-			if err != nil && ctx.Err() == nil {
-				c.logger.Warn("breaker: flush failed; retrying at the next interval", "error", err)
-			}
-			if c.flushed != nil {
-				c.flushed(err)
-			}
+	timing.Every(ctx.Done(), c.interval, func() {
+		err := c.Flush(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.logger.Warn("breaker: flush failed; retrying at the next interval", "error", err)
 		}
-	}
+		if c.flushed != nil {
+			c.flushed(err)
+		}
+	})
 }
 
 // Stop ends the flush loop, waits for it to return (a flush in progress is

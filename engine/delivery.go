@@ -13,6 +13,7 @@ import (
 	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -178,16 +179,7 @@ func (s *DeliveryStage) pollLoop(ctx context.Context) {
 
 func (s *DeliveryStage) tickLoop(ctx context.Context, every time.Duration, fn func()) {
 	defer s.loops.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
+	timing.Every(ctx.Done(), every, fn)
 }
 
 func (s *DeliveryStage) owned(p int32) *driven {

@@ -20,7 +20,7 @@
 //	metrics.go         the stage's counters and histograms
 //	events.go          what the stage did, told to DeliveryConfig.OnEvent (tests wait on it)
 //	fdlimit_*.go       the default cap on attempts in flight, from the file-descriptor limit
-//	util.go            DefaultInstanceID (the hostname) and sleepCtx
+//	util.go            DefaultInstanceID (the hostname)
 //
 // And its tests:
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // SubscriberIndex finds the endpoints an event goes to.
@@ -168,7 +169,7 @@ func (f *Fanout) run(ctx context.Context) {
 			written, err := f.transactDetached(ctx, fetches)
 			if err != nil {
 				f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
-				if !sleepCtx(ctx, time.Second) {
+				if !timing.Sleep(ctx, time.Second) {
 					return
 				}
 				f.sess.Renew(ctx)

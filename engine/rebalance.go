@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -58,7 +59,7 @@ func (s *DeliveryStage) assignmentOffsets(ctx context.Context, p int32) (partiti
 			return at, err
 		}
 		s.cfg.Logger.Error("reading committed offsets failed; retrying", "partition", p, "err", err)
-		if !sleepCtx(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
+		if !timing.Sleep(ctx, min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) {
 			return partition.Assignment{}, ctx.Err()
 		}
 	}

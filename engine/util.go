@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"context"
-	"os"
-	"time"
-)
+import "os"
 
 // DefaultInstanceID names this instance for transactional ids and static
 // group membership. It is the hostname, stable across restarts (the same
@@ -17,16 +13,4 @@ func DefaultInstanceID() string {
 		return "laneway"
 	}
 	return host
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // backlogLimit is the hanging endpoint's max_concurrency in the backlog
@@ -93,7 +94,7 @@ func measureBacklog(ctx context.Context, cfg config, r *rig, rep *backlogReport,
 		rep.Incomplete = fmt.Sprintf("the backlog was not all parked: %v", err)
 	}
 	rep.AllParkedSeconds = time.Since(start).Seconds()
-	sleepUntil(ctx, time.Now().Add(cfg.BacklogSettle))
+	timing.Sleep(ctx, cfg.BacklogSettle)
 	smp.stop()
 	take(time.Now())
 	rep.finish(r)
@@ -135,7 +136,7 @@ func allParked(ctx context.Context, r *rig, events int) bool {
 // conditions too costly to check at waitUntil's pace (a registry gather).
 func pollUntil(ctx context.Context, every time.Duration, cond func() bool) error {
 	for !cond() {
-		if !sleepUntil(ctx, time.Now().Add(every)) {
+		if !timing.Sleep(ctx, every) {
 			return ctx.Err()
 		}
 	}

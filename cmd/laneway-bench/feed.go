@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/receiver"
 )
 
@@ -204,14 +205,14 @@ func (run *feedRun) consume(ctx context.Context, ep feedEndpoint, transport http
 		if err != nil {
 			if ctx.Err() == nil {
 				t.errors.Add(1)
-				sleepUntil(ctx, answered.Add(100*time.Millisecond))
+				timing.Sleep(ctx, time.Until(answered.Add(100*time.Millisecond)))
 			}
 			continue
 		}
 		run.tally(t, page.Events, asked, answered)
 		cursor = page.NextCursor
 		if len(page.Events) > 0 && run.cfg.FeedPause > 0 {
-			sleepUntil(ctx, answered.Add(run.cfg.FeedPause))
+			timing.Sleep(ctx, time.Until(answered.Add(run.cfg.FeedPause)))
 		}
 	}
 }

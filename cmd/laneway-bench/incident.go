@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // The incident's shape: endpoint 0 is the slow one, the others are healthy.
@@ -149,7 +150,7 @@ func (run *incidentRun) measure(ctx context.Context, stderr io.Writer) *incident
 	wall := time.Since(run.start)
 	rep.CPUCores = (processCPU() - cpu0).Seconds() / wall.Seconds()
 	// Let the last commits land (commit interval 1 s) before the final sample.
-	sleepUntil(ctx, time.Now().Add(3*time.Second))
+	timing.Sleep(ctx, 3*time.Second)
 	smp.stop()
 	run.takeSample(ctx, time.Now(), pb, stderr)
 	run.fill(rep, pb)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // stream is a run of events to a range of endpoints, each endpoint being
@@ -164,25 +165,9 @@ func (p *plan) publishStream(ctx context.Context, cl *kgo.Client, s stream, pb *
 			break
 		}
 		next := pb.start.Add(time.Duration(float64(k) / s.rate * float64(time.Second)))
-		if !sleepUntil(ctx, next) {
+		if !timing.Sleep(ctx, time.Until(next)) {
 			return ctx.Err()
 		}
 	}
 	return ctx.Err()
-}
-
-// sleepUntil waits until t or ctx ends; it reports whether t came.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }

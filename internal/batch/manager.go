@@ -21,6 +21,7 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -224,16 +225,7 @@ func stopAll(rs []*runner, deadline time.Time) {
 
 func (m *Manager) loop() {
 	defer close(m.done)
-	tick := time.NewTicker(m.cfg.Recheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-tick.C:
-			m.rescan()
-		}
-	}
+	timing.Every(m.stop, m.cfg.Recheck, m.rescan)
 }
 
 // rescan starts a runner for every batch endpoint of an owned partition

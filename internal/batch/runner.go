@@ -16,6 +16,7 @@ import (
 	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/signing"
 )
 
@@ -396,16 +397,7 @@ func (r *runner) retryUntil(ctx context.Context, what string, fn func() error) b
 
 // sleep waits d, and reports false when the runner is to end first.
 func (r *runner) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-r.stopping:
-		return false
-	case <-t.C:
-		return true
-	}
+	return timing.SleepOr(ctx, r.stopping, d)
 }
 
 func backoff(attempt int) time.Duration {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // KafkaConfig configures the in-process Kafka.
@@ -139,21 +141,15 @@ func StartRedisWith(cfg RedisConfig) (*Redis, error) {
 func (r *Redis) expire(cfg RedisConfig) {
 	defer close(r.done)
 	last := cfg.Now()
-	timer := time.NewTimer(cfg.ExpiryInterval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-timer.C:
-		}
+	wait := cfg.ExpiryInterval
+	for timing.SleepOr(context.Background(), r.stop, wait) {
 		now := cfg.Now()
 		start := time.Now()
 		if elapsed := now.Sub(last); elapsed > 0 {
 			r.srv.FastForward(elapsed)
 			last = now
 		}
-		timer.Reset(max(cfg.ExpiryInterval, 10*time.Since(start)))
+		wait = max(cfg.ExpiryInterval, 10*time.Since(start))
 	}
 }
 

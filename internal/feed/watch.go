@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // DefaultPollInterval is how often a Watcher asks the brokers for the end
@@ -124,16 +126,7 @@ func (w *Watcher) forget(topic string, wt *waiter) {
 
 func (w *Watcher) loop() {
 	defer close(w.done)
-	tick := time.NewTicker(w.cfg.PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-tick.C:
-			w.poll()
-		}
-	}
+	timing.Every(w.stop, w.cfg.PollInterval, w.poll)
 }
 
 // poll lists the ends of every waited-on feed and wakes whom they satisfy.

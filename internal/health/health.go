@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Breaker is an endpoint's breaker as the owner sees it.
@@ -139,18 +141,11 @@ func (p *Publisher) Start(context.Context) error {
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
-		tick := time.NewTicker(p.cfg.Interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if err := p.Publish(ctx); err != nil && ctx.Err() == nil {
-					p.cfg.Logger.Debug("health snapshots not published", "err", err)
-				}
+		timing.Every(ctx.Done(), p.cfg.Interval, func() {
+			if err := p.Publish(ctx); err != nil && ctx.Err() == nil {
+				p.cfg.Logger.Debug("health snapshots not published", "err", err)
 			}
-		}
+		})
 	}()
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/signing"
 )
 
@@ -217,9 +218,7 @@ func (n *Notifier) sendWithRetries(msg Notification) error {
 		if attempt == n.cfg.Attempts {
 			break
 		}
-		select {
-		case <-time.After(delay):
-		case <-n.ctx.Done():
+		if !timing.Sleep(n.ctx, delay) {
 			return fmt.Errorf("stopped: %w", err)
 		}
 		delay *= 2

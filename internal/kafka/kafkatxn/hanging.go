@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // A hanging transaction is one that a partition still holds open after its
@@ -259,10 +261,8 @@ func (h *Repair) Landed(ctx context.Context, written kadm.TopicsSet) bool {
 		if err != nil {
 			h.cfg.Logger.Debug("checking that a transaction's markers landed", "txn_id", h.cfg.TransactionalID, "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !timing.Sleep(ctx, backoff) {
 			return repaired
-		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -458,10 +458,8 @@ func retryConcurrent(ctx context.Context, fn func() error) error {
 		if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if !timing.Sleep(ctx, 100*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

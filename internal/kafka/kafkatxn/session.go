@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Session is a franz-go GroupTransactSession that survives what broker
@@ -101,10 +103,7 @@ func (s *Session) rebuild(ctx context.Context) {
 			return
 		}
 		s.logger.Error("could not build a new transactional session; retrying", "txn_id", s.repair.TransactionalID, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		timing.Sleep(ctx, time.Second) // the loop sees ctx end
 	}
 }
 

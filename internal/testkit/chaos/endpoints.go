@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // endpointSpec is one endpoint of the receiver fleet.
@@ -109,7 +110,7 @@ func (h *Harness) createEndpoints(ctx context.Context) error {
 				if time.Now().After(deadline) {
 					return fmt.Errorf("instance %s does not know endpoint %s: %w", in.ID, ep.id, err)
 				}
-				if !sleepCtx(ctx, 50*time.Millisecond) {
+				if !timing.Sleep(ctx, 50*time.Millisecond) {
 					return ctx.Err()
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/receiver"
 )
 
@@ -129,7 +130,7 @@ func (p *FeedPublisher) PublishNext(ctx context.Context) error {
 		default:
 			return fmt.Errorf("publish %s: %w", ev.ID, err)
 		}
-		if !sleepCtx(ctx, feedRetryPause) {
+		if !timing.Sleep(ctx, feedRetryPause) {
 			return ctx.Err()
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Harness is one scenario's run: its laneway processes, receivers,
@@ -142,10 +143,10 @@ func Run(ctx context.Context, env *Env, cfg Config, sc Scenario) (res *Result, e
 		pubDone <- err
 	}()
 	var injectErr error
-	if sleepCtx(ctx, cfg.Warmup) {
+	if timing.Sleep(ctx, cfg.Warmup) {
 		injectErr = sc.Inject(ctx, h)
 		if injectErr == nil {
-			sleepCtx(ctx, cfg.Tail)
+			timing.Sleep(ctx, cfg.Tail)
 		}
 	}
 	h.stopLoad()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // lanewayArgs are the flags every instance of the run gets.
@@ -163,7 +164,7 @@ func WaitGroups(ctx context.Context, adm *kadm.Client, prefix string, n int) err
 		if time.Now().After(deadline) {
 			return fmt.Errorf("groups not stable with %d members: %s", n, last)
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !timing.Sleep(ctx, 100*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -172,14 +173,7 @@ func WaitGroups(ctx context.Context, adm *kadm.Client, prefix string, n int) err
 // monitor restarts instances that exit by themselves, as a supervisor
 // would, and records them: an exit nobody asked for is worth reporting.
 func (h *Harness) monitor(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	timing.Every(ctx.Done(), 200*time.Millisecond, func() {
 		for _, in := range h.instanceList() {
 			err := in.Exited()
 			if err == nil {
@@ -193,7 +187,7 @@ func (h *Harness) monitor(ctx context.Context) {
 				h.cfg.logf("%s: restart failed: %v", h.sc.Name, err)
 			}
 		}
-	}
+	})
 }
 
 // stopInstances stops every instance at once, each given a minute to shut

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Scenario is one kind of fault, injected while the load runs.
@@ -109,7 +111,7 @@ var kill9 = Scenario{
 	Instances: configured,
 	Inject: func(ctx context.Context, h *Harness) error {
 		for i := range h.cfg.Kills {
-			if i > 0 && !sleepCtx(ctx, h.cfg.KillEvery) {
+			if i > 0 && !timing.Sleep(ctx, h.cfg.KillEvery) {
 				return ctx.Err()
 			}
 			in := h.instances[i%len(h.instances)]
@@ -132,7 +134,7 @@ var rolling = Scenario{
 	Instances: func(c Config) int { return max(c.Instances, 3) },
 	Inject: func(ctx context.Context, h *Harness) error {
 		for i, in := range h.instances {
-			if i > 0 && !sleepCtx(ctx, h.cfg.RollGap) {
+			if i > 0 && !timing.Sleep(ctx, h.cfg.RollGap) {
 				return ctx.Err()
 			}
 			f := h.Fault("SIGTERM + restart", in.ID, fastEndpoints)
@@ -157,7 +159,7 @@ var broker = Scenario{
 	Instances: configured,
 	Inject: func(ctx context.Context, h *Harness) error {
 		for i, kill := range []bool{false, true} {
-			if i > 0 && !sleepCtx(ctx, h.cfg.Gap) {
+			if i > 0 && !timing.Sleep(ctx, h.cfg.Gap) {
 				return ctx.Err()
 			}
 			kind := "broker SIGTERM"
@@ -168,7 +170,7 @@ var broker = Scenario{
 			if err := h.env.KafkaStop(ctx, kill); err != nil {
 				return err
 			}
-			if !sleepCtx(ctx, h.cfg.BrokerDown) {
+			if !timing.Sleep(ctx, h.cfg.BrokerDown) {
 				return ctx.Err()
 			}
 			if err := h.env.KafkaStart(ctx); err != nil {
@@ -193,14 +195,14 @@ var redisFaults = Scenario{
 			return err
 		}
 		h.Restored(f)
-		if !sleepCtx(ctx, h.cfg.Gap) {
+		if !timing.Sleep(ctx, h.cfg.Gap) {
 			return ctx.Err()
 		}
 		f = h.Fault("redis SIGKILL + restart", "redis", fastEndpoints)
 		if err := h.env.RedisStop(ctx, true); err != nil {
 			return err
 		}
-		if !sleepCtx(ctx, h.cfg.RedisDown) {
+		if !timing.Sleep(ctx, h.cfg.RedisDown) {
 			return ctx.Err()
 		}
 		if err := h.env.RedisStart(ctx); err != nil {
@@ -225,12 +227,12 @@ var flap = Scenario{
 			mode := modes[i%len(modes)]
 			f := h.Fault("receiver "+mode.String(), "flappy", []string{"flappy"})
 			ep.SetMode(mode)
-			if !sleepCtx(ctx, h.cfg.FlapFailing) {
+			if !timing.Sleep(ctx, h.cfg.FlapFailing) {
 				return ctx.Err()
 			}
 			ep.SetMode(ModeOK)
 			h.Restored(f)
-			if !sleepCtx(ctx, h.cfg.FlapHealthy) {
+			if !timing.Sleep(ctx, h.cfg.FlapHealthy) {
 				return ctx.Err()
 			}
 		}
@@ -248,11 +250,11 @@ func (h *Harness) flapInBackground(ctx context.Context, mode Mode) (stop func())
 		defer ep.SetMode(ModeOK)
 		for {
 			ep.SetMode(mode)
-			if !sleepCtx(ctx, h.cfg.FlapFailing) {
+			if !timing.Sleep(ctx, h.cfg.FlapFailing) {
 				return
 			}
 			ep.SetMode(ModeOK)
-			if !sleepCtx(ctx, h.cfg.FlapHealthy) {
+			if !timing.Sleep(ctx, h.cfg.FlapHealthy) {
 				return
 			}
 		}
@@ -306,17 +308,6 @@ func (h *Harness) Restored(i int) {
 	defer h.mu.Unlock()
 	h.faults[i].Restored = time.Now()
 	h.cfg.logf("%s: fault %d over after %v", h.sc.Name, i+1, h.faults[i].Outage().Round(time.Millisecond))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func randomSuffix() string {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // The scenarios of this file attack one endpoint's lane while its attempts
@@ -72,7 +73,7 @@ var pauseFailResume = Scenario{
 		}
 		h.pub.Exclude(keys(failed)...)
 		// Paused long enough for the retries (Retry-After: 1) to come due.
-		if !sleepCtx(ctx, 3*time.Second) {
+		if !timing.Sleep(ctx, 3*time.Second) {
 			return ctx.Err()
 		}
 		started := 0
@@ -216,7 +217,7 @@ var killWhileParkedDrains = Scenario{
 		if err := h.waitPausedSeen(ctx, "parky", true); err != nil {
 			return err
 		}
-		if !sleepCtx(ctx, 8*time.Second) {
+		if !timing.Sleep(ctx, 8*time.Second) {
 			return ctx.Err()
 		}
 		h.stopLoad()

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // watchEntry is one line of watch.ndjson: what the broker said about the
@@ -70,14 +71,7 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 		e.At = time.Now()
 		_ = enc.Encode(e)
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	timing.Every(ctx.Done(), interval, func() {
 		reqCtx, cancel := context.WithTimeout(ctx, interval)
 		described, err := adm.DescribeTransactions(reqCtx, txnIDs...)
 		if err != nil {
@@ -107,7 +101,7 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 		cancel()
 		if err1 != nil || err2 != nil {
 			emit("lso-err", watchEntry{Kind: "lso", Err: fmt.Sprint(err1, err2)})
-			continue
+			return
 		}
 		now := time.Now()
 		stuck := map[int32]string{}
@@ -132,7 +126,7 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 		if h.watchGroupOffsets(ctx, emit) && len(offsetsParts) > 0 {
 			h.watchOffsetsPartitions(ctx, adm, offsetsParts, emit)
 		}
-	}
+	})
 }
 
 const offsetsTopic = "__consumer_offsets"
