@@ -14,7 +14,6 @@ import (
 	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // SubscriberIndex finds the endpoints an event goes to.
@@ -151,35 +150,18 @@ func (f *Fanout) Stop(context.Context) error {
 func (f *Fanout) run(ctx context.Context) {
 	defer close(f.done)
 	for ctx.Err() == nil {
-		// The poll is bounded so that a fan-out that cannot fetch (its
-		// group's offsets held by a hanging transaction) still gets to
-		// repair it between polls.
-		pollCtx, cancel := context.WithTimeout(ctx, f.sess.RepairInterval())
-		fetches := f.sess.Current().PollRecords(pollCtx, 5000)
-		cancel()
+		fetches := f.sess.Poll(ctx, f.sess.RepairInterval(), 5000, "fanout fetch failed")
 		if ctx.Err() != nil {
 			return
 		}
-		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				f.cfg.Logger.Warn("fanout fetch failed", "topic", t, "partition", p, "err", err)
-			}
-		})
-		if fetches.NumRecords() > 0 {
-			written, err := f.transactDetached(ctx, fetches)
-			if err != nil {
-				f.cfg.Logger.Error("fanout transaction failed; records will be consumed again", "err", err)
-				if !timing.Sleep(ctx, time.Second) {
-					return
-				}
-				f.sess.Renew(ctx)
-				continue
-			}
-			// No transaction may begin before this one's markers are
-			// in place: see kafkatxn.Repair.Landed.
-			f.sess.Landed(ctx, written)
+		if fetches.NumRecords() == 0 {
+			f.sess.MaybeRepair(ctx)
+			continue
 		}
-		f.sess.MaybeRepair(ctx)
+		written, err := f.transactDetached(ctx, fetches)
+		if !f.sess.Finish(ctx, written, err, "fanout transaction failed; records will be consumed again") {
+			return
+		}
 	}
 }
 

@@ -25,45 +25,34 @@ type Metrics struct {
 // NewMetrics registers the engine metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		eventsConsumed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_fanout_events_total", Help: "Events read by the fan-out stage and committed.",
-		}),
-		invalidEvents: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_fanout_invalid_events_total", Help: "Events that were not valid envelopes and went to dead letters.",
-		}),
-		deliveriesCreated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_fanout_deliveries_total", Help: "Deliveries written by the fan-out stage.",
-		}),
-		unmatchedEvents: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_fanout_unmatched_events_total", Help: "Valid events no endpoint subscribed to.",
-		}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_delivery_attempts_total", Help: "HTTP delivery attempts by classified outcome.",
-		}, []string{"outcome"}),
+		eventsConsumed:    counter("laneway_fanout_events_total", "Events read by the fan-out stage and committed."),
+		invalidEvents:     counter("laneway_fanout_invalid_events_total", "Events that were not valid envelopes and went to dead letters."),
+		deliveriesCreated: counter("laneway_fanout_deliveries_total", "Deliveries written by the fan-out stage."),
+		unmatchedEvents:   counter("laneway_fanout_unmatched_events_total", "Valid events no endpoint subscribed to."),
+		attempts:          counterVec("laneway_delivery_attempts_total", "HTTP delivery attempts by classified outcome.", "outcome"),
 		attemptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "laneway_delivery_attempt_duration_seconds", Help: "Duration of one HTTP delivery attempt.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_deliveries_total", Help: "Deliveries ended, by final outcome (delivered, dead, superseded).",
-		}, []string{"outcome"}),
-		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_dead_letters_total", Help: "Dead letters written, by reason.",
-		}, []string{"reason"}),
-		superseded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_deliveries_superseded_total", Help: "Pending state updates replaced by a newer revision (coalescing).",
-		}),
-		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_lanes_parked_total", Help: "Lanes moved to the parked topic, by reason (park_after, lane_buffer, lane_bytes, instance_bytes, paused, breaker).",
-		}, []string{"reason"}),
-		parkedExpired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_parked_expired_offsets_total",
-			Help: "Parked offsets deleted by retention before a parked lane read them back (an upper bound of parked deliveries lost); it must stay 0.",
-		}),
+		deliveries:  counterVec("laneway_deliveries_total", "Deliveries ended, by final outcome (delivered, dead, superseded).", "outcome"),
+		deadLetters: counterVec("laneway_dead_letters_total", "Dead letters written, by reason.", "reason"),
+		superseded:  counter("laneway_deliveries_superseded_total", "Pending state updates replaced by a newer revision (coalescing)."),
+		parks:       counterVec("laneway_lanes_parked_total", "Lanes moved to the parked topic, by reason (park_after, lane_buffer, lane_bytes, instance_bytes, paused, breaker).", "reason"),
+		parkedExpired: counter("laneway_parked_expired_offsets_total",
+			"Parked offsets deleted by retention before a parked lane read them back (an upper bound of parked deliveries lost); it must stay 0."),
 	}
 	reg.MustRegister(m.parks, m.parkedExpired, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
+}
+
+// counter and counterVec leave each metric's definition its name and help.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func counterVec(name, help, label string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
 }
 
 func (m *Metrics) addFanout(c fanoutCounts) {

@@ -2,7 +2,6 @@ package inbound
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -148,23 +147,15 @@ func (v *verifier) run(ctx context.Context) {
 	// are committed alone after idleCommit without captures.
 	uncommitted := false
 	for ctx.Err() == nil {
-		// The poll is bounded so that the hanging-transaction repair runs
-		// even when nothing can be fetched (see kafkatxn.Repair).
+		// The poll is bounded (see kafkatxn.Session.Poll).
 		wait := v.sess.RepairInterval()
 		if uncommitted {
 			wait = min(wait, idleCommit)
 		}
-		pollCtx, cancel := context.WithTimeout(ctx, wait)
-		fetches := v.sess.Current().PollRecords(pollCtx, 500)
-		cancel()
+		fetches := v.sess.Poll(ctx, wait, 500, "inbound verifier fetch failed")
 		if ctx.Err() != nil {
 			return
 		}
-		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				v.cfg.logger.Warn("inbound verifier fetch failed", "topic", t, "partition", p, "err", err)
-			}
-		})
 		switch {
 		case fetches.NumRecords() == 0 && !uncommitted:
 			v.sess.MaybeRepair(ctx)
@@ -175,20 +166,9 @@ func (v *verifier) run(ctx context.Context) {
 		}
 		uncommitted = false
 		written, err := v.transact(fetches)
-		if err != nil {
-			v.cfg.logger.Error("inbound verify transaction failed; the requests will be verified again", "err", err)
-			t := time.NewTimer(time.Second)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			v.sess.Renew(ctx)
-			continue
+		if !v.sess.Finish(ctx, written, err, "inbound verify transaction failed; the requests will be verified again") {
+			return
 		}
-		v.sess.Landed(ctx, written) // see kafkatxn.Repair.Landed
-		v.sess.MaybeRepair(ctx)
 	}
 }
 
