@@ -2,7 +2,6 @@ package kafkatxn
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -126,25 +125,6 @@ func (s *Session) Landed(ctx context.Context, written kadm.TopicsSet) {
 	}
 }
 
-// Finish ends a loop's turn after a transaction. Committed (err nil), it
-// waits for the markers (Landed: no transaction may begin before they are
-// in place) and runs the check that is due (MaybeRepair). Failed, it logs
-// err as msg, waits a second and renews the session: the input is consumed
-// again. It reports false when ctx ended during that wait.
-func (s *Session) Finish(ctx context.Context, written kadm.TopicsSet, err error, msg string) bool {
-	if err == nil {
-		s.Landed(ctx, written)
-		s.MaybeRepair(ctx)
-		return true
-	}
-	s.logger.Error(msg, "err", err)
-	if !timing.Sleep(ctx, time.Second) {
-		return false
-	}
-	s.Renew(ctx)
-	return true
-}
-
 // Written is the set of partitions recs were produced to, for Landed. The
 // partitions are set by the partitioner before the send, so it must be
 // called after the records' promises have run.
@@ -154,26 +134,6 @@ func Written(recs []*kgo.Record) kadm.TopicsSet {
 		written.Add(r.Topic, r.Partition)
 	}
 	return written
-}
-
-// Poll polls up to maxRecords records, blocking at most wait so that a
-// loop that cannot fetch (its group's offsets held by a hanging
-// transaction) still gets to MaybeRepair between polls. While ctx is live
-// it logs the fetch errors, as msg, but for that bound running out; the
-// caller checks ctx after it.
-func (s *Session) Poll(ctx context.Context, wait time.Duration, maxRecords int, msg string) kgo.Fetches {
-	pollCtx, cancel := context.WithTimeout(ctx, wait)
-	fetches := s.sess.PollRecords(pollCtx, maxRecords)
-	cancel()
-	if ctx.Err() != nil {
-		return fetches
-	}
-	fetches.EachError(func(t string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) {
-			s.logger.Warn(msg, "topic", t, "partition", p, "err", err)
-		}
-	})
-	return fetches
 }
 
 // RepairInterval is how often MaybeRepair checks: the longest a poll of a
