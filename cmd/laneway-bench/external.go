@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 
 // external is Laneway running as `laneway serve` in a child process
@@ -45,7 +45,7 @@ func startExternal(ctx context.Context, cfg config, name string, stderr io.Write
 		return nil, err
 	}
 	keyFile := filepath.Join(dir, "secrets.key")
-	addr, err := freeAddr()
+	addr, err := lanewayapi.FreeAddr()
 	if err == nil {
 		_, _, err = secretbox.EnsureKeyFile(keyFile)
 	}
@@ -91,36 +91,13 @@ func (e *external) args(keyFile string) []string {
 	return args
 }
 
+// awaitReady waits until the child answers /readyz; an error names the
+// binary and whether it exited or only did not become ready.
 func (e *external) awaitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if resp, err := http.Get("http://" + e.addr + "/readyz"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-e.exited:
-			return fmt.Errorf("%s serve exited before it was ready", e.cfg.LanewayBin)
-		case <-ctx.Done():
-			return fmt.Errorf("%s serve not ready: %w", e.cfg.LanewayBin, ctx.Err())
-		case <-tick.C:
-		}
+	if err := lanewayapi.WaitReady(ctx, e.addr, e.exited); err != nil {
+		return fmt.Errorf("%s serve %w", e.cfg.LanewayBin, err)
 	}
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return nil
 }
 
 func (e *external) Brokers() []string       { return e.cfg.KafkaBrokers }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 
 // rawResult is the plain net/http baseline.
@@ -71,12 +72,7 @@ func rawBaseline(ctx context.Context, url string, n, workers int, body []byte) (
 }
 
 func postOnce(ctx context.Context, client *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	resp, err := lanewayapi.Send(ctx, client, http.MethodPost, url, body, nil)
 	if err != nil {
 		return err
 	}

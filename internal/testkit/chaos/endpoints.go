@@ -1,15 +1,14 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"time"
 
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
 	"github.com/laneway/laneway/internal/timing"
 )
@@ -120,26 +119,14 @@ func (h *Harness) createEndpoints(ctx context.Context) error {
 }
 
 // apiCall sends one JSON request to the laneway API and decodes the answer
-// into out (when not nil); any status but want is an error carrying the body.
+// into out (when not nil); any status but want is an error carrying the
+// request and the body.
 func apiCall(ctx context.Context, client *http.Client, method, url string, body []byte, want int, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-	if err != nil {
-		return err
+	err := lanewayapi.Call(ctx, client, method, url, body, nil, want, out)
+	if lanewayapi.IsStatus(err, 0) {
+		return fmt.Errorf("%s %s: %w", method, url, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return err
 }
 
 // namesToIDs maps endpoint names to their IDs, leaving out names the

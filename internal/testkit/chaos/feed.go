@@ -1,12 +1,10 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/receiver"
 )
@@ -43,21 +42,6 @@ func (rr *RoundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(out)
-}
-
-// statusError is an answer other than the one expected.
-type statusError struct {
-	Status int
-	Body   string
-}
-
-func (e *statusError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Body) }
-
-// isStatus reports whether err is an answer with status code (any status
-// when code is 0).
-func isStatus(err error, code int) bool {
-	var se *statusError
-	return errors.As(err, &se) && (code == 0 || se.Status == code)
 }
 
 // FeedPublished is an event a feed test published through the API.
@@ -109,16 +93,16 @@ func (p *FeedPublisher) PublishNext(ctx context.Context) error {
 		"revision": ev.Revision, "coalesce": ev.State, "data": map[string]any{"n": p.n}})
 	for {
 		err := p.post(ctx, ev.ID, body)
-		var se *statusError
+		var se *lanewayapi.StatusError
 		switch {
 		case err == nil:
 			p.record(ev)
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &se) && se.Status >= 500:
+		case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &se) && se.Code >= 500:
 			// Not taken: the same event again, on the next instance.
-		case isStatus(err, http.StatusConflict), !isStatus(err, 0):
+		case lanewayapi.IsStatus(err, http.StatusConflict), !lanewayapi.IsStatus(err, 0):
 			// 409: an earlier try is still claimed by an instance that died
 			// with it in flight (net/http replays a request with an
 			// Idempotency-Key on a broken connection, so even a refused
@@ -137,23 +121,8 @@ func (p *FeedPublisher) PublishNext(ctx context.Context) error {
 }
 
 func (p *FeedPublisher) post(ctx context.Context, id string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://laneway/v1/events", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+p.AdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", id)
-	resp, err := p.HTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusAccepted {
-		return &statusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(b))}
-	}
-	return nil
+	header := http.Header{"Authorization": {"Bearer " + p.AdminToken}, "Idempotency-Key": {id}}
+	return lanewayapi.Call(ctx, p.HTTP, http.MethodPost, "http://laneway/v1/events", body, header, http.StatusAccepted, nil)
 }
 
 func (p *FeedPublisher) record(ev FeedPublished) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 
 // Instance is one laneway process. It keeps its name (--instance-id) and
@@ -44,14 +44,7 @@ func BuildLaneway(ctx context.Context, root, dir string) (string, error) {
 }
 
 // FreeAddr returns a loopback address nobody listens on now.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func FreeAddr() (string, error) { return lanewayapi.FreeAddr() }
 
 // Start runs the process (its output appended to its log file) and waits
 // until /readyz answers 200.
@@ -89,30 +82,14 @@ func (in *Instance) Start(ctx context.Context) error {
 }
 
 func (in *Instance) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	var last error
-	for {
-		resp, err := client.Get("http://" + in.Addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("/readyz: %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-exited:
-			return fmt.Errorf("instance %s exited while starting (see %s)", in.ID, in.logPath)
-		case <-ctx.Done():
-			return fmt.Errorf("instance %s not ready: %v (see %s)", in.ID, last, in.logPath)
-		case <-poll.C:
-		}
+	err := lanewayapi.WaitReady(ctx, in.Addr, exited)
+	switch {
+	case errors.Is(err, lanewayapi.ErrExited):
+		return fmt.Errorf("instance %s exited while starting (see %s)", in.ID, in.logPath)
+	case err != nil:
+		return fmt.Errorf("instance %s %v (see %s)", in.ID, err, in.logPath)
 	}
+	return nil
 }
 
 // Running reports whether the process is up.
