@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
+	"github.com/laneway/laneway/internal/testkit/poll"
 )
 
 // newProducer is a producer as an application publishing events would
@@ -103,35 +104,15 @@ func publish(ctx context.Context, cl *kgo.Client, sched schedule, rate float64, 
 
 // pace sleeps until event seq is due at rate events/s.
 func pace(ctx context.Context, start time.Time, seq int, rate float64) error {
-	if rate <= 0 {
+	if rate <= 0 || !sleepUntil(ctx, start.Add(time.Duration(float64(seq)/rate*float64(time.Second)))) {
 		return ctx.Err()
 	}
-	wait := time.Until(start.Add(time.Duration(float64(seq) / rate * float64(time.Second))))
-	if wait <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return nil
 }
 
 // waitUntil polls cond until it holds or ctx ends. Polling is precise enough:
 // the receiver timestamps every delivery itself, so the poll interval does
 // not enter any figure.
 func waitUntil(ctx context.Context, cond func() bool) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
+	return poll.Until(ctx, 5*time.Millisecond, cond)
 }
