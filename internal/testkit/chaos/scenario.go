@@ -116,13 +116,9 @@ var kill9 = Scenario{
 			}
 			in := h.instances[i%len(h.instances)]
 			f := h.Fault("kill -9", in.ID, fastEndpoints)
-			if err := in.Kill(); err != nil {
+			if err := h.bounce(ctx, f, in.Kill, 0, in.Start); err != nil {
 				return err
 			}
-			if err := in.Start(ctx); err != nil {
-				return err
-			}
-			h.Restored(f)
 		}
 		return nil
 	},
@@ -138,16 +134,16 @@ var rolling = Scenario{
 				return ctx.Err()
 			}
 			f := h.Fault("SIGTERM + restart", in.ID, fastEndpoints)
-			if err := in.Stop(time.Minute); err != nil {
+			stop := func() error { return in.Stop(time.Minute) }
+			start := func(ctx context.Context) error {
+				if err := in.Start(ctx); err != nil {
+					return err
+				}
+				return h.waitGroups(ctx, len(h.instances))
+			}
+			if err := h.bounce(ctx, f, stop, 0, start); err != nil {
 				return err
 			}
-			if err := in.Start(ctx); err != nil {
-				return err
-			}
-			if err := h.waitGroups(ctx, len(h.instances)); err != nil {
-				return err
-			}
-			h.Restored(f)
 		}
 		return nil
 	},
@@ -167,16 +163,10 @@ var broker = Scenario{
 				kind = "broker SIGKILL"
 			}
 			f := h.Fault(kind, "kafka", fastEndpoints)
-			if err := h.env.KafkaStop(ctx, kill); err != nil {
+			stop := func() error { return h.env.KafkaStop(ctx, kill) }
+			if err := h.bounce(ctx, f, stop, h.cfg.BrokerDown, h.env.KafkaStart); err != nil {
 				return err
 			}
-			if !timing.Sleep(ctx, h.cfg.BrokerDown) {
-				return ctx.Err()
-			}
-			if err := h.env.KafkaStart(ctx); err != nil {
-				return err
-			}
-			h.Restored(f)
 		}
 		return nil
 	},
@@ -199,17 +189,8 @@ var redisFaults = Scenario{
 			return ctx.Err()
 		}
 		f = h.Fault("redis SIGKILL + restart", "redis", fastEndpoints)
-		if err := h.env.RedisStop(ctx, true); err != nil {
-			return err
-		}
-		if !timing.Sleep(ctx, h.cfg.RedisDown) {
-			return ctx.Err()
-		}
-		if err := h.env.RedisStart(ctx); err != nil {
-			return err
-		}
-		h.Restored(f)
-		return nil
+		kill := func() error { return h.env.RedisStop(ctx, true) }
+		return h.bounce(ctx, f, kill, h.cfg.RedisDown, h.env.RedisStart)
 	},
 }
 
@@ -291,6 +272,23 @@ type Fault struct {
 func (f Fault) Outage() time.Duration { return max(0, f.Restored.Sub(f.At)) }
 
 var fastEndpoints = []string{"fast-a", "fast-b", "fast-c"}
+
+// bounce is a restart fault's course: stop takes the process or service
+// down, it stays down for down, start brings it back (and waits until it
+// serves), and fault f is over.
+func (h *Harness) bounce(ctx context.Context, f int, stop func() error, down time.Duration, start func(context.Context) error) error {
+	if err := stop(); err != nil {
+		return err
+	}
+	if down > 0 && !timing.Sleep(ctx, down) {
+		return ctx.Err()
+	}
+	if err := start(ctx); err != nil {
+		return err
+	}
+	h.Restored(f)
+	return nil
+}
 
 // Fault records a fault that starts now.
 func (h *Harness) Fault(kind, target string, measure []string) int {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/poll"
 	"github.com/laneway/laneway/internal/timing"
 )
 
@@ -236,14 +237,7 @@ var killWhileParkedDrains = Scenario{
 		}
 		h.cfg.logf("%s: killing %s (owner of parky, deliveries partition %d) after %d deliveries of the backlog",
 			h.sc.Name, owner.ID, p, h.receiptsOf(id)-from)
-		if err := owner.Kill(); err != nil {
-			return err
-		}
-		if err := owner.Start(ctx); err != nil {
-			return err
-		}
-		h.Restored(f)
-		return nil
+		return h.bounce(ctx, f, owner.Kill, 0, owner.Start)
 	},
 }
 
@@ -282,18 +276,13 @@ func (h *Harness) waitUntil(ctx context.Context, timeout time.Duration, what str
 // waitFor polls cond until it holds, or fails after timeout naming what
 // it waited for.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := poll.Until(waitCtx, 20*time.Millisecond, cond); err != nil {
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("waited %v for %s", timeout, what)
-		case <-poll.C:
 		}
+		return fmt.Errorf("waited %v for %s", timeout, what)
 	}
 	return nil
 }
