@@ -1,12 +1,10 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +41,7 @@ type Publisher struct {
 
 	mu       sync.Mutex
 	excluded map[int]bool // entities no longer published
-	log      *bufio.Writer
-	logFile  *os.File
+	log      *lineLog
 	accepted []ordercheck.Accepted
 	lastAck  time.Time
 }
@@ -62,14 +59,14 @@ func NewPublisher(brokers []string, topic, run string, entities, tenants int, se
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	log, err := createLineLog(logPath)
 	if err != nil {
 		cl.Close()
 		return nil, err
 	}
 	return &Publisher{
 		cl: cl, run: run, entities: entities, tenants: tenants, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		revs: make([]int64, entities), log: bufio.NewWriterSize(f, 256<<10), logFile: f,
+		revs: make([]int64, entities), log: log,
 	}, nil
 }
 
@@ -171,7 +168,7 @@ func (p *Publisher) publishOne(ctx context.Context, n int) {
 		line, _ := json.Marshal(acc)
 		p.mu.Lock()
 		p.accepted = append(p.accepted, acc)
-		_, _ = p.log.Write(append(line, '\n'))
+		p.log.write(line)
 		if err == nil {
 			p.lastAck = acc.AckedAt
 		}
@@ -196,9 +193,5 @@ func (p *Publisher) Close() error {
 	p.cl.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := p.log.Flush()
-	if cerr := p.logFile.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return p.log.close()
 }

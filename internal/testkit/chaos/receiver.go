@@ -1,13 +1,11 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,10 +57,8 @@ type Receivers struct {
 
 	mu       sync.Mutex
 	eps      []*recvEndpoint
-	log      *bufio.Writer
-	logFile  *os.File
-	reqLog   *bufio.Writer
-	reqFile  *os.File
+	log      *lineLog // receipts
+	reqLog   *lineLog // requests
 	receipts []ordercheck.Receipt
 	requests []ordercheck.Receipt
 	closed   bool
@@ -94,17 +90,16 @@ type recvEndpoint struct {
 // NewReceivers opens the receipt log at path and the request log at
 // requestsPath.
 func NewReceivers(path, requestsPath string) (*Receivers, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	log, err := createLineLog(path)
 	if err != nil {
 		return nil, err
 	}
-	rf, err := os.OpenFile(requestsPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	reqLog, err := createLineLog(requestsPath)
 	if err != nil {
-		f.Close()
+		_ = log.close()
 		return nil, err
 	}
-	return &Receivers{closing: make(chan struct{}), notify: make(chan struct{}, 1),
-		log: bufio.NewWriterSize(f, 256<<10), logFile: f, reqLog: bufio.NewWriterSize(rf, 256<<10), reqFile: rf}, nil
+	return &Receivers{closing: make(chan struct{}), notify: make(chan struct{}, 1), log: log, reqLog: reqLog}, nil
 }
 
 // Add starts the server of one endpoint and returns its URL. delay is how
@@ -271,10 +266,10 @@ func (r *Receivers) record(rc ordercheck.Receipt) {
 	r.mu.Lock()
 	if !r.closed {
 		r.requests = append(r.requests, rc)
-		_, _ = r.reqLog.Write(append(line, '\n'))
+		r.reqLog.write(line)
 		if delivered {
 			r.receipts = append(r.receipts, rc)
-			_, _ = r.log.Write(append(line, '\n'))
+			r.log.write(line)
 		}
 	}
 	r.mu.Unlock()
@@ -356,5 +351,5 @@ func (r *Receivers) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	return joinErrs(r.log.Flush(), r.logFile.Close(), r.reqLog.Flush(), r.reqFile.Close())
+	return joinErrs(r.log.close(), r.reqLog.close())
 }
