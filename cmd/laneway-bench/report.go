@@ -199,12 +199,17 @@ func (r *result) writeText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  signatures: not verified (-verify)\n")
 	}
-	if len(r.Failures) == 0 {
+	writeVerdict(w, r.Failures)
+}
+
+// writeVerdict ends a report: PASS, or FAIL and the failed checks.
+func writeVerdict(w io.Writer, failures []string) {
+	if len(failures) == 0 {
 		fmt.Fprintf(w, "\nPASS\n")
 		return
 	}
 	fmt.Fprintf(w, "\nFAIL\n")
-	for _, f := range r.Failures {
+	for _, f := range failures {
 		fmt.Fprintf(w, "  - %s\n", f)
 	}
 }

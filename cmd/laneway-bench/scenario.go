@@ -233,14 +233,7 @@ func (o scenarioOutput) writeText(w io.Writer) {
 		orDefault(l.ParkAfterSeconds, "s", "default 30s"), orDefault(float64(l.LaneBuffer), "", "default"),
 		orDefault(l.AttemptTimeoutSeconds, "s", "default 5s"), l.Partitions)
 	o.Result.writeText(w)
-	if len(o.Failures) == 0 {
-		fmt.Fprintf(w, "\nPASS\n")
-		return
-	}
-	fmt.Fprintf(w, "\nFAIL\n")
-	for _, f := range o.Failures {
-		fmt.Fprintf(w, "  - %s\n", f)
-	}
+	writeVerdict(w, o.Failures)
 }
 
 func orDefault(v float64, unit, def string) string {
