@@ -13,6 +13,7 @@ import (
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
 	"github.com/laneway/laneway/internal/testkit/poll"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // newProducer is a producer as an application publishing events would
@@ -104,7 +105,7 @@ func publish(ctx context.Context, cl *kgo.Client, sched schedule, rate float64, 
 
 // pace sleeps until event seq is due at rate events/s.
 func pace(ctx context.Context, start time.Time, seq int, rate float64) error {
-	if rate <= 0 || !sleepUntil(ctx, start.Add(time.Duration(float64(seq)/rate*float64(time.Second)))) {
+	if rate <= 0 || !timing.Sleep(ctx, time.Until(start.Add(time.Duration(float64(seq)/rate*float64(time.Second))))) {
 		return ctx.Err()
 	}
 	return nil
