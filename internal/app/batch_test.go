@@ -110,7 +110,7 @@ func TestBatchEndpointDeliversInSequenceOrder(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
 		recv := newBatchReceiver(t, 3000, 2)
 		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		api := newAPI(t, a.HTTPAddr())
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
 			"batch": map[string]any{"max_events": 5, "max_wait_ms": 20}})
 		recv.secret.Store(ep.Secret)
@@ -203,7 +203,7 @@ func TestDeletedBatchEndpointDrainsIntoDeadLetters(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
 		recv := newBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
 		a := startApp(t, b, nil)
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		api := newAPI(t, a.HTTPAddr())
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
 			"batch": map[string]any{"max_events": 5, "max_wait_ms": 1}})
 		recv.secret.Store(ep.Secret)
@@ -299,7 +299,7 @@ func TestPausedBatchEndpointBacklogExpires(t *testing.T) {
 		// events first (seconds on a loaded machine), or they die in the lane.
 		c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 1000, MaxAge: 15 * time.Second}
 	})
-	api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+	api := newAPI(t, a.HTTPAddr())
 	ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
 		"batch": map[string]any{"max_events": 2, "max_wait_ms": 1}})
 	recv.secret.Store(ep.Secret)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
@@ -291,9 +289,7 @@ func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breake
 	ns := testenv.Unique("brk")
 	for _, name := range []string{"a", "b"} {
 		a := startApp(t, b, func(c *app.Config) {
-			c.Topics.Events, c.Topics.Deliveries, c.Topics.Parked = ns+".events", ns+".deliveries", ns+".parked"
-			c.Topics.Dead, c.Topics.Endpoints = ns+".dead", ns+".endpoints"
-			c.GroupPrefix, c.InstanceID = ns, ns+"-"+name
+			shareCluster(c, ns, name)
 			c.RedisURL = b.RedisURL
 			c.SessionTimeout = 6 * time.Second
 			c.Breaker = bc
@@ -308,12 +304,12 @@ func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breake
 	// published, so no rebalance moves the endpoint by surprise.
 	waitForGroupMembers(t, rig.brokers, first.DeliveriesGroup(), 2)
 	waitForGroupMembers(t, rig.brokers, ns+"-fanout", 2)
-	rig.api = apiClient{t: t, base: "http://" + first.HTTPAddr()}
+	rig.api = newAPI(t, first.HTTPAddr())
 	rig.ep = rig.api.createEndpoint(map[string]any{"tenant": "brk", "url": rig.rc.URL("/hook"), "max_concurrency": sharedMaxConcurrency})
 	rig.rc.setSecret(t, rig.ep.Secret)
 	// Both instances must know the endpoint before deliveries reach them.
 	for _, in := range rig.apps {
-		waitForAPIStatus(t, apiClient{t: t, base: "http://" + in.app.HTTPAddr()}, rig.ep.ID, "active")
+		waitForAPIStatus(t, newAPI(t, in.app.HTTPAddr()), rig.ep.ID, "active")
 	}
 	return rig
 }
@@ -444,30 +440,12 @@ func (rig *breakerRig) checkEnd(t *testing.T, survivor *app.App) {
 	if bad > 0 {
 		t.Errorf("%d requests failed signature verification", bad)
 	}
-	if n := deadLetterCount(t, rig.brokers, survivor.Topics().Dead); n != 0 {
+	if n := recordsIn(t, rig.brokers, survivor.Topics().Dead); n != 0 {
 		t.Errorf("%d dead letters, want none", n)
 	}
 	rig.waitBreaker(t, 10*time.Second, "the breaker to be closed in Redis", func(br breaker.Breaker) bool {
 		return br.State == "" || br.State == breaker.Closed && br.ConsecutiveFailures == 0
 	})
-}
-
-func deadLetterCount(t *testing.T, brokers []string, topic string) int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("dead-letter end offsets: %v", err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
 }
 
 func maxInFlightOf(reqs []hookRequest) int {

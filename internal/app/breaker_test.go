@@ -57,32 +57,3 @@ func TestBreakerPausesAFailingEndpoint(t *testing.T) {
 		waitForGauge(t, a, "laneway_endpoint_breaker_open", 0)
 	})
 }
-
-// waitForGauge waits until a gauge of the app's registry has value want for
-// some series.
-func waitForGauge(t *testing.T, a *app.App, name string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		families, err := a.Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range families {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if m.GetGauge().GetValue() == want {
-					return
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached %v", name, want)
-		}
-		<-poll.C
-	}
-}

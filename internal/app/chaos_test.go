@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
 	"slices"
@@ -61,7 +60,7 @@ func TestChaosReceiver(t *testing.T) {
 			// breaker out of the way.
 			c.Breaker = breaker.Config{Threshold: 1000, FirstPause: time.Minute}
 		})
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		api := newAPI(t, a.HTTPAddr())
 
 		var dateMu sync.Mutex
 		var retryDate time.Time // the HTTP date the 503 named
@@ -323,41 +322,4 @@ func resetConnection(t *testing.T, w http.ResponseWriter) {
 		_ = tc.SetLinger(0)
 	}
 	_ = conn.Close()
-}
-
-// endpointStatus is the endpoint's status as GET /v1/endpoints/{id} shows
-// it, "" while that instance does not know the endpoint (404).
-func endpointStatus(t *testing.T, api apiClient, id string) string {
-	t.Helper()
-	code, out := api.do("GET", "/v1/endpoints/"+id, nil)
-	if code == http.StatusNotFound {
-		return ""
-	}
-	if code != http.StatusOK {
-		t.Fatalf("GET endpoint: %d %s", code, out)
-	}
-	var ep struct {
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(out, &ep); err != nil {
-		t.Fatalf("GET endpoint: %v: %s", err, out)
-	}
-	return ep.Status
-}
-
-func waitForAPIStatus(t *testing.T, api apiClient, id, want string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		got := endpointStatus(t, api, id)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("endpoint %s status %q, want %q", id, got, want)
-		}
-		<-poll.C
-	}
 }

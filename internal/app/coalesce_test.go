@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
@@ -66,18 +65,4 @@ func TestPausedEndpointCoalesces(t *testing.T) {
 		}
 		checkOrder(t, ep.ID, recv.Receipts())
 	})
-}
-
-// waitForCounter waits until a counter (summed over its series) reaches want.
-func waitForCounter(t *testing.T, a *app.App, name string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for counterSum(t, a, name) < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stayed at %v, want %v", name, counterSum(t, a, name), want)
-		}
-		<-poll.C
-	}
 }

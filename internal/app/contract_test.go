@@ -1,75 +1,15 @@
 package app_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
-
-// publish writes raw values to the events topic keyed by key.
-func publish(t *testing.T, a *app.App, key string, values ...[]byte) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...), kgo.DefaultProduceTopic(a.Topics().Events))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var recs []*kgo.Record
-	for _, v := range values {
-		recs = append(recs, &kgo.Record{Key: []byte(key), Value: v})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("publish: %v", err)
-	}
-}
-
-func envelope(id, tenant, entity string, revision int64) []byte {
-	b, _ := json.Marshal(event.Envelope{
-		ID: id, Type: "order.updated", Tenant: tenant, Entity: entity, Revision: revision,
-		OccurredAt: time.Now().UTC(), Data: json.RawMessage(`{}`),
-	})
-	return b
-}
-
-// readDeadLetters reads the dead-letter topic until match has seen want
-// letters or the deadline passes.
-func readDeadLetters(t *testing.T, a *app.App, want int, match func(event.DeadLetter) bool) []event.DeadLetter {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...), kgo.ConsumeTopics(a.Topics().Dead),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out []event.DeadLetter
-	for len(out) < want {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("found %d of %d dead letters: %+v", len(out), want, out)
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			var dl event.DeadLetter
-			if json.Unmarshal(r.Value, &dl) == nil && match(dl) {
-				out = append(out, dl)
-			}
-		})
-	}
-	return out
-}
 
 // TestInvalidRecordIsDeadLettered writes a record that is not an event
 // between two valid ones: it becomes an invalid_event dead letter with the
@@ -142,24 +82,6 @@ func TestDeliveryContract(t *testing.T) {
 		}
 		waitForEndpointStatus(t, a, gone.ID, "disabled")
 	})
-}
-
-func waitForEndpointStatus(t *testing.T, a *app.App, id, want string) {
-	t.Helper()
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		changed := a.Endpoints().Changed()
-		if ep, _ := a.Endpoints().Get(id); ep.Status == want {
-			return
-		}
-		select {
-		case <-changed:
-		case <-timeout.C:
-			ep, _ := a.Endpoints().Get(id)
-			t.Fatalf("endpoint %s status %q, want %q", id, ep.Status, want)
-		}
-	}
 }
 
 // TestLiveConcurrencyChange raises max_concurrency while the lane is busy:

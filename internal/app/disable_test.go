@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,70 +132,5 @@ func (o *operatorReceiver) await(t *testing.T) notify.Disabled {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no operator notification")
 		return notify.Disabled{}
-	}
-}
-
-// waitDeadLetters pages through GET /v1/dead until the endpoint has want
-// dead letters.
-func waitDeadLetters(t *testing.T, api apiClient, endpointID string, want int) []deadletter.Letter {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var all []deadletter.Letter
-		cursor := ""
-		for {
-			q := url.Values{"endpoint_id": {endpointID}, "limit": {"100"}, "cursor": {cursor}}
-			code, out := api.do("GET", "/v1/dead?"+q.Encode(), nil)
-			if code != http.StatusOK {
-				t.Fatalf("GET /v1/dead: %d %s", code, out)
-			}
-			var page deadletter.Page
-			if err := json.Unmarshal(out, &page); err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, page.Letters...)
-			if cursor = page.Next; cursor == "" {
-				break
-			}
-		}
-		if len(all) >= want {
-			return all
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d dead letters for %s, want %d", len(all), endpointID, want)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the API: dead letters have no change feed
-	}
-}
-
-func startRedrive(t *testing.T, api apiClient, endpointID string) deadletter.Job {
-	t.Helper()
-	code, out := api.do("POST", "/v1/dead/redrive", map[string]any{"endpoint_id": endpointID})
-	if code != http.StatusAccepted && code != http.StatusOK {
-		t.Fatalf("redrive: %d %s", code, out)
-	}
-	var job deadletter.Job
-	if err := json.Unmarshal(out, &job); err != nil || job.ID == "" {
-		t.Fatalf("redrive response %s: %v", out, err)
-	}
-	return job
-}
-
-func waitRedrive(t *testing.T, api apiClient, id string) deadletter.Job {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, out := api.do("GET", "/v1/redrives/"+id, nil)
-		var job deadletter.Job
-		if code != http.StatusOK || json.Unmarshal(out, &job) != nil {
-			t.Fatalf("GET /v1/redrives/%s: %d %s", id, code, out)
-		}
-		if job.Status != deadletter.StatusRunning {
-			return job
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redrive %s still running: %+v", id, job)
-		}
-		time.Sleep(50 * time.Millisecond) // polling the job's progress
 	}
 }

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -115,7 +114,7 @@ func TestPullFeedEndToEndAcrossRestart(t *testing.T) {
 			}
 			cfg = *c
 		})
-		api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+		api := newAPI(t, a.HTTPAddr())
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "pull"})
 		code, out := api.do("POST", "/v1/endpoints/"+ep.ID+"/feed-tokens", nil)
 		var tok struct{ Token string }
@@ -158,13 +157,7 @@ func TestPullFeedEndToEndAcrossRestart(t *testing.T) {
 		}
 
 		a.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		a, err := app.Start(ctx, cfg)
-		if err != nil {
-			t.Fatalf("restart: %v", err)
-		}
-		t.Cleanup(a.Stop)
+		a = startWith(t, cfg)
 		api.base = "http://" + a.HTTPAddr()
 		consumer.base = api.base
 		publishFacts(7, 7)

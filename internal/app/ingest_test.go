@@ -2,15 +2,10 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/testenv"
@@ -35,7 +30,7 @@ func TestIngestIsIdempotent(t *testing.T) {
 		if err := json.Unmarshal(first, &res); err != nil || res.ID == "" {
 			t.Fatalf("response %s: %v", first, err)
 		}
-		if n := topicRecords(t, a); n != 1 {
+		if n := recordsIn(t, a.Brokers(), a.Topics().Events); n != 1 {
 			t.Errorf("events topic holds %d records, want 1", n)
 		}
 		if _, code := postEvent(t, a, []byte(`{"type":"order.updated","tenant":"acme"}`), ""); code != http.StatusBadRequest {
@@ -58,30 +53,4 @@ func postEvent(t *testing.T, a *app.App, body []byte, key string) ([]byte, int) 
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return out, resp.StatusCode
-}
-
-func topicRecords(t *testing.T, a *app.App) int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, a.Topics().Events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, a.Topics().Events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(o.Topic, o.Partition)
-		n += o.Offset - s.Offset
-	})
-	return n
 }

@@ -33,15 +33,13 @@ func TestRebalanceKeepsOrder(t *testing.T) {
 			ns := testenv.Unique("rebal")
 			shared := func(id string) func(*app.Config) {
 				return func(c *app.Config) {
-					c.Topics.Events, c.Topics.Deliveries, c.Topics.Parked = ns+".events", ns+".deliveries", ns+".parked"
-					c.Topics.Dead, c.Topics.Endpoints = ns+".dead", ns+".endpoints"
-					c.GroupPrefix, c.InstanceID = ns, ns+"-"+id
+					shareCluster(c, ns, id)
 					c.ParkAfter = 300 * time.Millisecond
 					c.SessionTimeout = 6 * time.Second
 				}
 			}
 			first := startApp(t, b, shared("a"))
-			api := apiClient{t: t, base: "http://" + first.HTTPAddr()}
+			api := newAPI(t, first.HTTPAddr())
 
 			const endpoints, perEndpoint, entities = 4, 150, 6
 			var recvs []*fleet.Endpoint

@@ -34,15 +34,8 @@ func TestEmbeddedKeepsItsKeyInTheDataDir(t *testing.T) {
 	ep := endpoint.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://example.com/hooks", MaxConcurrency: 4,
 		Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: secret}}}
 	start := func() *app.App { // the default topic names, so the restart finds them
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		a, err := app.Start(ctx, app.Config{DataDir: dir, EmbeddedKafkaAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		return startWith(t, app.Config{DataDir: dir, EmbeddedKafkaAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 			Topics: topics.Config{Partitions: 1}, Logger: testLogger()})
-		if err != nil {
-			t.Fatalf("start laneway: %v", err)
-		}
-		t.Cleanup(a.Stop)
-		return a
 	}
 	a := start()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -123,24 +116,5 @@ func putPlaintextSource(ctx context.Context, t *testing.T, a *app.App) {
 	src.SetDefaults()
 	if err := s.Put(ctx, src); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitEndpoint waits until the store's endpoint id satisfies ok.
-func waitEndpoint(t *testing.T, s *endpoint.Store, id string, ok func(endpoint.Endpoint) bool) {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		changed := s.Changed()
-		if e, found := s.Get(id); found && ok(e) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			e, _ := s.Get(id)
-			t.Fatalf("endpoint %s never reached the expected state; now %+v", id, e)
-		}
 	}
 }

@@ -182,8 +182,7 @@ func TestProducerACLsAllowOnlyTheEventsTopic(t *testing.T) {
 		t.Skipf("%s not set: skipping", testenv.SecureVariables)
 	}
 	ns := testenv.Unique("acl")
-	tc := topics.Config{Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked",
-		Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.", BatchPrefix: ns + ".batch.", Partitions: 1}
+	tc := topicsOf(ns, 1)
 	admin, err := kgo.NewClient(kgo.SeedBrokers(sec.AdminBrokers...))
 	if err != nil {
 		t.Fatal(err)

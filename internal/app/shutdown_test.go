@@ -18,7 +18,7 @@ func TestGracefulShutdown(t *testing.T) {
 	run := newProcessRun(t, "shutdown", "--commit-interval", "10s")
 	b, bin, f, args, addr := run.b, run.bin, run.fleet, run.args, run.addr
 	proc := startProcess(t, bin, args, addr)
-	api := apiClient{t: t, base: "http://" + addr}
+	api := newAPI(t, addr)
 
 	var inFlight atomic.Int64
 	started := make(chan struct{}, 100)

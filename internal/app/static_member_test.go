@@ -28,11 +28,7 @@ func TestInstancesAreStaticMembersAndLeaveOnStop(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ns := testenv.Unique("static")
 			shared := func(id string) func(*app.Config) {
-				return func(c *app.Config) {
-					c.Topics.Events, c.Topics.Deliveries, c.Topics.Parked = ns+".events", ns+".deliveries", ns+".parked"
-					c.Topics.Dead, c.Topics.Endpoints = ns+".dead", ns+".endpoints"
-					c.GroupPrefix, c.InstanceID = ns, ns+"-"+id
-				}
+				return func(c *app.Config) { shareCluster(c, ns, id) }
 			}
 			first := startApp(t, b, shared("a"))
 			startApp(t, b, shared("b"))

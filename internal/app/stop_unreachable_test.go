@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"net/http"
-	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,8 +10,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
@@ -39,7 +38,7 @@ func TestAppStopWhileKafkaIsUnreachable(t *testing.T) {
 	t.Cleanup(f.Close)
 	const attemptTimeout = 2 * time.Second // RevokeTimeout = 4 s
 	a, stopped := startStoppableApp(t, b, func(c *app.Config) { c.AttemptTimeout = attemptTimeout })
-	api := apiClient{t: t, base: "http://" + a.HTTPAddr()}
+	api := newAPI(t, a.HTTPAddr())
 
 	release := make(chan struct{})
 	arrived := make(chan string, 10)
@@ -111,24 +110,13 @@ func (s *appStop) stop(a *app.App) {
 	close(s.done)
 }
 
-// startStoppableApp is startApp whose cleanup stops the app only if the
-// test has not started a Stop itself.
+// startStoppableApp is startApp, with the app's own retry policy and lane
+// buffer, whose cleanup stops the app only if the test has not started a
+// Stop itself.
 func startStoppableApp(t *testing.T, b testenv.Backend, tweak func(*app.Config)) (*app.App, *appStop) {
 	t.Helper()
-	ns := testenv.Unique("stop")
-	cfg := app.Config{
-		KafkaBrokers: b.Brokers, RedisURL: b.RedisURL, HTTPAddr: "127.0.0.1:0",
-		Secrets: app.SecretsConfig{Ring: testenv.SecretsRing(t)},
-		Topics: topics.Config{
-			Events: ns + ".events", Deliveries: ns + ".deliveries", Parked: ns + ".parked",
-			Dead: ns + ".dead", Endpoints: ns + ".endpoints", Inbound: ns + ".inbound", Sources: ns + ".sources", FeedPrefix: ns + ".feed.", BatchPrefix: ns + ".batch.",
-			Partitions: 4,
-		},
-		GroupPrefix: ns, InstanceID: ns,
-		AllowTargets:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		CommitInterval: 200 * time.Millisecond,
-		Logger:         testLogger(),
-	}
+	cfg := appConfig(t, b, "stop")
+	cfg.Retry, cfg.LaneBuffer = deliver.RetryPolicy{}, 0 // the app's own
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -141,18 +129,4 @@ func startStoppableApp(t *testing.T, b testenv.Backend, tweak func(*app.Config))
 	s := &appStop{done: make(chan struct{})}
 	t.Cleanup(func() { s.stop(a) })
 	return a, s
-}
-
-// pollUntil checks cond every 10 ms until it holds or within passes.
-func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
 }

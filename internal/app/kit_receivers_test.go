@@ -8,19 +8,137 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 )
+
+var eventTypes = []string{"order.updated", "payment.approved", "customer.created"}
+
+// subscription is one test endpoint's config and its receiver.
+type subscription struct {
+	tenant   string
+	types    []string
+	limit    int
+	id       string
+	receiver *fleet.Endpoint
+}
+
+func (s subscription) wants(tenant, typ string) bool {
+	return s.tenant == tenant && (len(s.types) == 0 || slices.Contains(s.types, typ))
+}
+
+// createSubscriptions creates 20 endpoints of 3 tenants on the fleet, with
+// varied event types and concurrency limits.
+func createSubscriptions(t *testing.T, api apiClient, f *fleet.Fleet) []subscription {
+	var subs []subscription
+	for i := range 20 {
+		s := subscription{tenant: fmt.Sprintf("tenant-%d", i%3), limit: 1 + i%5}
+		switch i % 4 {
+		case 1:
+			s.types = eventTypes[:1]
+		case 2:
+			s.types = eventTypes[1:]
+		}
+		// The receiver answers slowly enough for requests to overlap, so
+		// the concurrency limit is actually exercised.
+		slow := func(w http.ResponseWriter, _ *http.Request, _ int) {
+			time.Sleep(time.Millisecond)
+			w.WriteHeader(http.StatusOK)
+		}
+		ep := api.createEndpoint(map[string]any{
+			"tenant": s.tenant, "url": f.URL(i), "event_types": s.types, "max_concurrency": s.limit,
+		})
+		s.id = ep.ID
+		recv, err := f.Add(i, ep.Secret, slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.receiver = recv
+		subs = append(subs, s)
+	}
+	return subs
+}
+
+// checkDeliveries requires each subscription to have received exactly its
+// events, in order, within its limit, all signed, and some endpoint to have
+// used its full limit.
+func checkDeliveries(t *testing.T, subs []subscription, expected map[string][]string) {
+	t.Helper()
+	reachedLimit := false
+	for _, s := range subs {
+		receipts := s.receiver.Receipts()
+		got := make([]string, 0, len(receipts))
+		for _, r := range receipts {
+			got = append(got, r.MsgID)
+		}
+		want := slices.Clone(expected[s.id])
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("endpoint %s (%s %v): got %d deliveries, want %d", s.id, s.tenant, s.types, len(got), len(want))
+		}
+		checkOrder(t, s.id, receipts)
+		if m := s.receiver.MaxInFlight(); m > int64(s.limit) {
+			t.Errorf("endpoint %s saw %d concurrent requests, limit %d", s.id, m, s.limit)
+		} else if s.limit > 1 && m == int64(s.limit) {
+			reachedLimit = true
+		}
+		if bad := s.receiver.BadSignatures(); bad != 0 {
+			t.Errorf("endpoint %s: %d deliveries failed signature verification", s.id, bad)
+		}
+	}
+	if !reachedLimit {
+		t.Errorf("no endpoint ever used its full concurrency limit: lanes are not running in parallel")
+	}
+}
+
+// checkOrder requires revisions of each entity to arrive strictly increasing.
+func checkOrder(t *testing.T, endpointID string, receipts []fleet.Receipt) {
+	t.Helper()
+	last := map[string]int64{}
+	for _, r := range receipts {
+		if prev, ok := last[r.Entity]; ok && r.Revision <= prev {
+			t.Errorf("endpoint %s entity %s: revision %d arrived after %d", endpointID, r.Entity, r.Revision, prev)
+			return
+		}
+		last[r.Entity] = r.Revision
+	}
+}
+
+// checkFirstDeliveryOrder allows replays (duplicates) but no first delivery
+// of a revision after the first delivery of a higher one.
+func checkFirstDeliveryOrder(t *testing.T, receipts []fleet.Receipt) {
+	t.Helper()
+	seen := map[string]bool{}
+	highest := map[string]int64{}
+	for _, r := range receipts {
+		if seen[r.MsgID] {
+			continue
+		}
+		seen[r.MsgID] = true
+		if r.Revision < highest[r.Entity] {
+			t.Errorf("entity %s: revision %d first delivered after %d", r.Entity, r.Revision, highest[r.Entity])
+		}
+		highest[r.Entity] = max(highest[r.Entity], r.Revision)
+	}
+}
+
+// distinctIDs counts the distinct deliveries among receipts.
+func distinctIDs(receipts []fleet.Receipt) int {
+	seen := map[string]bool{}
+	for _, r := range receipts {
+		seen[r.MsgID] = true
+	}
+	return len(seen)
+}
 
 // hookReceiver is a webhook receiver for the failure-policy tests. Unlike the
 // recording fleet it records every request, failed ones included (arrival,
@@ -211,135 +329,5 @@ func checkHookOrder(t *testing.T, reqs []hookRequest) {
 			t.Errorf("entity %s: revision %d delivered after revision %d", rq.Entity, rq.Revision, prev)
 		}
 		last[rq.Entity] = rq.Revision
-	}
-}
-
-// deadLetterReader follows a dead-letter topic from its start.
-type deadLetterReader struct {
-	cl      *kgo.Client
-	letters []event.DeadLetter
-}
-
-func newDeadLetterReader(t *testing.T, a *app.App) *deadLetterReader {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...), kgo.ConsumeTopics(a.Topics().Dead),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return &deadLetterReader{cl: cl}
-}
-
-// until reads dead letters until done holds for everything read so far.
-func (d *deadLetterReader) until(t *testing.T, timeout time.Duration, what string, done func([]event.DeadLetter) bool) []event.DeadLetter {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for !done(d.letters) {
-		fetches := d.cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("timed out after %v waiting for %s; dead letters so far: %s", timeout, what, describeDeadLetters(d.letters))
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			var dl event.DeadLetter
-			if err := json.Unmarshal(r.Value, &dl); err != nil {
-				t.Errorf("undecodable dead letter at offset %d: %v", r.Offset, err)
-				return
-			}
-			d.letters = append(d.letters, dl)
-		})
-	}
-	return d.letters
-}
-
-func describeDeadLetters(dls []event.DeadLetter) string {
-	var parts []string
-	for _, dl := range dls {
-		entity, attempts := "", 0
-		if dl.Delivery != nil {
-			entity, attempts = dl.Delivery.Entity, dl.Delivery.Attempts
-		}
-		parts = append(parts, fmt.Sprintf("{%s %s attempts=%d %q}", entity, dl.Reason, attempts, dl.Detail))
-	}
-	return "[" + strings.Join(parts, " ") + "]"
-}
-
-// endpointGauge returns the value of the series of gauge name labelled with
-// endpoint id in a's registry, and whether a reports one (only the owner of
-// the endpoint's partition does).
-func endpointGauge(t *testing.T, a *app.App, name, id string) (float64, bool) {
-	t.Helper()
-	families, err := a.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "endpoint" && l.GetValue() == id {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
-// waitForGroupMembers waits until group is stable with n members that each
-// own at least one partition.
-func waitForGroupMembers(t *testing.T, brokers []string, group string, n int) {
-	t.Helper()
-	waitForGroup(t, brokers, group, time.Minute, func(g kadm.DescribedGroup) (bool, string) {
-		owning := 0
-		for _, m := range g.Members {
-			if c, ok := m.Assigned.AsConsumer(); ok {
-				for _, tp := range c.Topics {
-					if len(tp.Partitions) > 0 {
-						owning++
-						break
-					}
-				}
-			}
-		}
-		return g.State == "Stable" && len(g.Members) == n && owning == n,
-			fmt.Sprintf("state %s, %d members, %d owning partitions (want %d)", g.State, len(g.Members), owning, n)
-	})
-}
-
-// waitForGroup describes group until ready accepts it, or fails the test
-// after within with what ready said about the last description.
-func waitForGroup(t *testing.T, brokers []string, group string, within time.Duration, ready func(kadm.DescribedGroup) (bool, string)) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(within)
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	last := ""
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		described, err := adm.DescribeGroups(ctx, group)
-		cancel()
-		if err == nil {
-			var ok bool
-			if ok, last = ready(described[group]); ok {
-				return
-			}
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s not as wanted within %s: %s", group, within, last)
-		}
-		<-poll.C
 	}
 }
