@@ -80,7 +80,7 @@ func TestNextOwnerSkipsAnotherEndpointsFinishedParkedHistory(t *testing.T) {
 func (rc *receiver) delivered(path string) []string {
 	var ids []string
 	for _, rq := range rc.requests() {
-		if rq.Path == path && rq.Done && rq.Answer == http.StatusOK {
+		if rq.Path == path && rq.Answered(http.StatusOK) {
 			ids = append(ids, rq.MsgID)
 		}
 	}

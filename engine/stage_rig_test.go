@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"slices"
@@ -33,6 +32,7 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/partition"
 )
@@ -564,49 +564,18 @@ func (b *fakeBreakers) snapshot() (records, events []string, forgets [][]string)
 
 var _ Breakers = (*fakeBreakers)(nil)
 
-// receiver is a webhook receiver whose answer the test decides per request.
-type receiver struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	reqs   []receivedRequest
-	handle func(w http.ResponseWriter, r *http.Request, n int) // n: this request's index
-	ch     chan int                                            // gets each request's index on arrival
-}
+// receiver is a webhook receiver whose answer the test decides per
+// request: a fleet.Recorder, which records every request with its answer.
+type receiver struct{ *fleet.Recorder }
 
-type receivedRequest struct {
-	Path   string
-	MsgID  string
-	Done   bool // the handler returned
-	Ended  bool // the request's context ended before the handler returned
-	Answer int  // the status answered; 0 for none (the request ended first)
-}
-
+// newReceiver starts a receiver; handle gets each request's index.
 func newReceiver(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *receiver {
 	t.Helper()
-	rc := &receiver{handle: handle, ch: make(chan int, 1000)}
-	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *receiver) URL(path string) string { return rc.srv.URL + path }
-
-func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	rc.mu.Lock()
-	n := len(rc.reqs)
-	rc.reqs = append(rc.reqs, receivedRequest{Path: r.URL.Path, MsgID: r.Header.Get("webhook-id")})
-	rc.mu.Unlock()
-	rc.ch <- n
-	rw := &statusRecorder{ResponseWriter: w}
-	rc.handle(rw, r, n)
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rq := &rc.reqs[n]
-	rq.Done, rq.Ended, rq.Answer = true, r.Context().Err() != nil, rw.code
-	if rq.Answer == 0 && !rq.Ended {
-		rq.Answer = http.StatusOK // net/http's implicit answer
-	}
+	rc := fleet.NewRecorder(fleet.RecorderConfig{Answer: func(w http.ResponseWriter, r *http.Request, rq *fleet.Request) {
+		handle(w, r, rq.N)
+	}})
+	t.Cleanup(rc.Close)
+	return &receiver{rc}
 }
 
 // waitEnded waits until the handler of request n returned and saw its
@@ -615,7 +584,7 @@ func (rc *receiver) waitEnded(t *testing.T, n int) {
 	t.Helper()
 	waitCond(t, 30*time.Second, fmt.Sprintf("request %d's context to end", n), func() (bool, string) {
 		rq := rc.requests()[n]
-		return rq.Done && rq.Ended, fmt.Sprintf("%+v", rq)
+		return !rq.Done.IsZero() && rq.Ended, fmt.Sprintf("%+v", rq)
 	})
 }
 
@@ -629,7 +598,7 @@ func (rc *receiver) waitEndedID(t *testing.T, msgID string) {
 
 func (rc *receiver) endedID(msgID string) bool {
 	for _, rq := range rc.requests() {
-		if rq.MsgID == msgID && rq.Done && rq.Ended {
+		if rq.MsgID == msgID && !rq.Done.IsZero() && rq.Ended {
 			return true
 		}
 	}
@@ -640,39 +609,25 @@ func (rc *receiver) endedID(msgID string) bool {
 func (rc *receiver) answered(msgID string, code int) int {
 	n := 0
 	for _, rq := range rc.requests() {
-		if rq.MsgID == msgID && rq.Done && rq.Answer == code {
+		if rq.MsgID == msgID && rq.Answered(code) {
 			n++
 		}
 	}
 	return n
 }
 
-func (rc *receiver) requests() []receivedRequest {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return slices.Clone(rc.reqs)
-}
+func (rc *receiver) requests() []fleet.Request { return rc.Requests(nil) }
 
 // next waits for the next request to arrive and returns its index.
 func (rc *receiver) next(t *testing.T, within time.Duration, what string) int {
 	t.Helper()
 	select {
-	case n := <-rc.ch:
+	case n := <-rc.Arrivals():
 		return n
 	case <-time.After(within):
 		t.Fatalf("no request within %v: %s", within, what)
 		return -1
 	}
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,14 +102,14 @@ func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 	// ends (a canceled attempt closes the connection) and answers 200 to
 	// every later one.
 	holdFirst := func(t *testing.T) *receiver {
+		var mu sync.Mutex
 		seen := map[string]bool{}
-		var rc *receiver
-		rc = newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
+		return newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
 			id := req.Header.Get("webhook-id")
-			rc.mu.Lock()
+			mu.Lock()
 			first := !seen[id]
 			seen[id] = true
-			rc.mu.Unlock()
+			mu.Unlock()
 			if first {
 				select {
 				case <-req.Context().Done():
@@ -118,7 +119,6 @@ func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 			}
 			w.WriteHeader(http.StatusOK)
 		})
-		return rc
 	}
 
 	t.Run("stop", func(t *testing.T) {

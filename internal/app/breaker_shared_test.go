@@ -14,6 +14,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -53,7 +54,7 @@ func TestBreakerSharedAcrossInstances(t *testing.T) {
 			if s1.ConsecutiveFailures < threshold || s1.Pause != firstPause {
 				t.Errorf("breaker opened as %+v, want %d+ failures and a %v pause", s1, threshold, firstPause)
 			}
-			if n := len(rig.rc.requests(nil)); n < threshold {
+			if n := len(rig.rc.Requests(nil)); n < threshold {
 				t.Errorf("breaker opened after %d attempts, threshold %d", n, threshold)
 			}
 			owner, other := rig.owner(t)
@@ -71,11 +72,11 @@ func TestBreakerSharedAcrossInstances(t *testing.T) {
 			// During the first pause: only attempts already in flight when
 			// it opened (at most max_concurrency-1 besides the one that
 			// opened it) may still arrive, and none late in the pause.
-			during := rig.rc.requests(func(rq hookRequest) bool {
+			during := rig.rc.Requests(func(rq fleet.Request) bool {
 				return rq.At.After(s1.OpenedAt) && rq.At.Before(s1.PausedUntil)
 			})
 			if len(during) > sharedMaxConcurrency-1 {
-				t.Errorf("%d attempts arrived during the pause %s-%s: %s", len(during), stamp(s1.OpenedAt), stamp(s1.PausedUntil), describeHooks(during))
+				t.Errorf("%d attempts arrived during the pause %s-%s: %s", len(during), stamp(s1.OpenedAt), stamp(s1.PausedUntil), describeRequests(during))
 			}
 			for _, rq := range during {
 				if rq.At.After(s1.OpenedAt.Add(firstPause / 2)) {
@@ -96,7 +97,7 @@ func TestBreakerSharedAcrossInstances(t *testing.T) {
 			// Redis (unless the new owner has acted already and written its
 			// own).
 			handed, err := rig.store.Load(context.Background(), rig.ep.ID)
-			newOwnerActed := len(rig.rc.requests(func(rq hookRequest) bool { return rq.At.After(stopStart) })) > 0
+			newOwnerActed := len(rig.rc.Requests(func(rq fleet.Request) bool { return rq.At.After(stopStart) })) > 0
 			if err != nil || (!newOwnerActed && (handed.State != breaker.Open || !handed.PausedUntil.Equal(s2.PausedUntil))) {
 				t.Errorf("breaker in Redis after the owner stopped: %+v (%v), want it open until %s", handed, err, stamp(s2.PausedUntil))
 			}
@@ -105,19 +106,19 @@ func TestBreakerSharedAcrossInstances(t *testing.T) {
 			// The probe round, up to the stop (the new owner may start before
 			// Stop returns): at most max_concurrency probes,
 			// and the first failure ended the round (open again until s2).
-			probes := rig.rc.requests(func(rq hookRequest) bool { return !rq.At.Before(s1.PausedUntil) && rq.At.Before(stopStart) })
+			probes := rig.rc.Requests(func(rq fleet.Request) bool { return !rq.At.Before(s1.PausedUntil) && rq.At.Before(stopStart) })
 			if len(probes) == 0 || len(probes) > sharedMaxConcurrency {
-				t.Errorf("%d probes after the first pause, want 1 to %d: %s", len(probes), sharedMaxConcurrency, describeHooks(probes))
+				t.Errorf("%d probes after the first pause, want 1 to %d: %s", len(probes), sharedMaxConcurrency, describeRequests(probes))
 			}
 			t.Logf("first probe round: %d probes, at most %d in flight", len(probes), maxInFlightOf(probes))
 
 			rig.waitDelivered(t, values, time.Minute)
-			early := rig.rc.requests(func(rq hookRequest) bool { return rq.At.After(stopStart) && rq.At.Before(s2.PausedUntil) })
+			early := rig.rc.Requests(func(rq fleet.Request) bool { return rq.At.After(stopStart) && rq.At.Before(s2.PausedUntil) })
 			if len(early) > 0 {
 				t.Errorf("the new owner (instance %s) sent %d attempts before the breaker's paused_until %s it could read in Redis: %s",
-					other.name, len(early), stamp(s2.PausedUntil), describeHooks(early))
+					other.name, len(early), stamp(s2.PausedUntil), describeRequests(early))
 			}
-			after := rig.rc.requests(func(rq hookRequest) bool { return rq.At.After(stopStart) })
+			after := rig.rc.Requests(func(rq fleet.Request) bool { return rq.At.After(stopStart) })
 			if len(after) > 0 {
 				t.Logf("new owner: first attempt %v after the pause ended, %d attempts, at most %d in flight",
 					after[0].At.Sub(s2.PausedUntil).Round(time.Millisecond), len(after), maxInFlightOf(after))
@@ -157,8 +158,8 @@ func TestBreakerSharedRedisFlush(t *testing.T) {
 			// so that the owner has nothing left to write after the flush
 			// (until its pause ends).
 			s1 = rig.waitBreaker(t, 10*time.Second, "every failure recorded in Redis", func(br breaker.Breaker) bool {
-				failed := rig.rc.requests(func(rq hookRequest) bool { return rq.Status == http.StatusServiceUnavailable })
-				return br.State == breaker.Open && br.ConsecutiveFailures == len(failed) && len(rig.rc.requests(nil)) == len(failed)
+				failed := rig.rc.Requests(func(rq fleet.Request) bool { return rq.Status == http.StatusServiceUnavailable })
+				return br.State == breaker.Open && br.ConsecutiveFailures == len(failed) && len(rig.rc.Requests(nil)) == len(failed)
 			})
 			rig.flushRedis(t, b)
 			if br, err := rig.store.Load(context.Background(), rig.ep.ID); err != nil || br != (breaker.Breaker{}) {
@@ -192,24 +193,24 @@ func TestBreakerSharedRedisFlush(t *testing.T) {
 					s2, threshold, stamp(stopStart), firstPause)
 			}
 			t.Logf("new owner (instance %s): first attempt %v after the stop began (the flushed pause ran until %s); breaker open again at %s until %s",
-				other.name, firstAfter(rig.rc.requests(nil), stopStart), stamp(s1.PausedUntil), stamp(s2.OpenedAt), stamp(s2.PausedUntil))
+				other.name, firstAfter(rig.rc.Requests(nil), stopStart), stamp(s1.PausedUntil), stamp(s2.OpenedAt), stamp(s2.PausedUntil))
 
 			// It holds the pause; the receiver recovers, and the first probe
 			// closes the breaker.
 			rig.failing.Store(false)
 			rig.waitDelivered(t, values, time.Minute)
-			late := rig.rc.requests(func(rq hookRequest) bool {
+			late := rig.rc.Requests(func(rq fleet.Request) bool {
 				return rq.At.After(s2.OpenedAt.Add(firstPause/2)) && rq.At.Before(s2.PausedUntil)
 			})
 			if len(late) > 0 {
-				t.Errorf("%d attempts during the new owner's pause %s-%s: %s", len(late), stamp(s2.OpenedAt), stamp(s2.PausedUntil), describeHooks(late))
+				t.Errorf("%d attempts during the new owner's pause %s-%s: %s", len(late), stamp(s2.OpenedAt), stamp(s2.PausedUntil), describeRequests(late))
 			}
 			rig.checkEnd(t, other.app)
 		})
 	}
 }
 
-func firstAfter(reqs []hookRequest, at time.Time) time.Duration {
+func firstAfter(reqs []fleet.Request, at time.Time) time.Duration {
 	for _, rq := range reqs {
 		if rq.At.After(at) {
 			return rq.At.Sub(at).Round(time.Millisecond)
@@ -245,7 +246,7 @@ type instance struct {
 type breakerRig struct {
 	apps    []instance
 	api     apiClient
-	rc      *hookReceiver
+	rc      *fleet.Recorder
 	ep      createdEndpoint
 	rdb     *redis.Client
 	store   *breaker.Store
@@ -260,21 +261,20 @@ func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breake
 	t.Helper()
 	rig := &breakerRig{}
 	rig.failing.Store(true)
-	rig.rc = startHookReceiver(t, func(w http.ResponseWriter, r *http.Request, _ *hookRequest) int {
+	rig.rc = startRecorder(t, func(w http.ResponseWriter, r *http.Request, _ *fleet.Request) {
 		if rig.failing.Load() {
 			select {
 			case <-time.After(150 * time.Millisecond): // holds the attempt open, not a synchronisation
 			case <-r.Context().Done():
 			}
 			w.WriteHeader(http.StatusServiceUnavailable)
-			return http.StatusServiceUnavailable
+			return
 		}
 		select { // a little latency, so that concurrent deliveries overlap
 		case <-time.After(20 * time.Millisecond):
 		case <-r.Context().Done():
 		}
 		w.WriteHeader(http.StatusOK)
-		return http.StatusOK
 	})
 	opts, err := redis.ParseURL(b.RedisURL)
 	if err != nil {
@@ -306,7 +306,7 @@ func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breake
 	waitForGroupMembers(t, rig.brokers, ns+"-fanout", 2)
 	rig.api = newAPI(t, first.HTTPAddr())
 	rig.ep = rig.api.createEndpoint(map[string]any{"tenant": "brk", "url": rig.rc.URL("/hook"), "max_concurrency": sharedMaxConcurrency})
-	rig.rc.setSecret(t, rig.ep.Secret)
+	setSecret(t, rig.rc, rig.ep.Secret)
 	// Both instances must know the endpoint before deliveries reach them.
 	for _, in := range rig.apps {
 		waitForAPIStatus(t, newAPI(t, in.app.HTTPAddr()), rig.ep.ID, "active")
@@ -413,8 +413,8 @@ func (rig *breakerRig) flushRedis(t *testing.T, b testenv.Backend) {
 // waitDelivered waits until every event id got a 2xx.
 func (rig *breakerRig) waitDelivered(t *testing.T, ids []string, timeout time.Duration) {
 	t.Helper()
-	rig.rc.waitFor(t, timeout, fmt.Sprintf("all %d events delivered", len(ids)), func() bool {
-		got := rig.rc.delivered()
+	waitRecorded(t, rig.rc, timeout, fmt.Sprintf("all %d events delivered", len(ids)), func() bool {
+		got := rig.rc.Delivered()
 		for _, id := range ids {
 			if _, ok := got[id]; !ok {
 				return false
@@ -428,9 +428,9 @@ func (rig *breakerRig) waitDelivered(t *testing.T, ids []string, timeout time.Du
 // the concurrency limit, no dead letters, and a closed breaker in Redis.
 func (rig *breakerRig) checkEnd(t *testing.T, survivor *app.App) {
 	t.Helper()
-	reqs := rig.rc.requests(nil)
-	checkHookOrder(t, reqs)
-	maxInFlight, bad, overlaps := rig.rc.stats()
+	reqs := rig.rc.Requests(nil)
+	checkRecordedOrder(t, reqs)
+	maxInFlight, bad, overlaps := rig.rc.Stats()
 	if maxInFlight > sharedMaxConcurrency {
 		t.Errorf("receiver saw %d requests in flight, max_concurrency %d", maxInFlight, sharedMaxConcurrency)
 	}
@@ -448,7 +448,7 @@ func (rig *breakerRig) checkEnd(t *testing.T, survivor *app.App) {
 	})
 }
 
-func maxInFlightOf(reqs []hookRequest) int {
+func maxInFlightOf(reqs []fleet.Request) int {
 	m := 0
 	for _, rq := range reqs {
 		m = max(m, rq.InFlight)
@@ -456,8 +456,8 @@ func maxInFlightOf(reqs []hookRequest) int {
 	return m
 }
 
-// describeHooks lists the first few requests.
-func describeHooks(reqs []hookRequest) string {
+// describeRequests lists the first few requests.
+func describeRequests(reqs []fleet.Request) string {
 	s := ""
 	for i, rq := range reqs {
 		if i == 6 {

@@ -14,6 +14,7 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -64,48 +65,48 @@ func TestChaosReceiver(t *testing.T) {
 
 		var dateMu sync.Mutex
 		var retryDate time.Time // the HTTP date the 503 named
-		var rc *hookReceiver
-		rc = startHookReceiver(t, func(w http.ResponseWriter, r *http.Request, rq *hookRequest) int {
+		var rc *fleet.Recorder
+		rc = startRecorder(t, func(w http.ResponseWriter, r *http.Request, rq *fleet.Request) {
 			if r.URL.Path != "/hook" {
 				w.WriteHeader(http.StatusOK) // the redirect target: must never be reached
-				return http.StatusOK
+				return
 			}
 			switch rq.Entity {
 			case chaosOK:
 				w.WriteHeader(http.StatusOK)
-				return http.StatusOK
+				return
 			case chaos500:
 				w.WriteHeader(http.StatusInternalServerError)
 				_, _ = w.Write([]byte("boom"))
-				return http.StatusInternalServerError
+				return
 			case chaosHang:
 				// No response until the client gives up (or the test ends).
 				select {
 				case <-r.Context().Done():
-				case <-rc.closing:
+				case <-rc.Closing():
 				}
-				return 0
+				return
 			case chaosReset:
 				resetConnection(t, w)
-				return 0
+				return
 			case chaosRedirect:
 				w.Header().Set("Location", rc.URL("/moved"))
 				w.WriteHeader(http.StatusMovedPermanently)
-				return http.StatusMovedPermanently
+				return
 			case chaosGone:
 				w.WriteHeader(http.StatusGone)
-				return http.StatusGone
+				return
 			case chaosTooLarge:
 				w.WriteHeader(http.StatusRequestEntityTooLarge)
-				return http.StatusRequestEntityTooLarge
+				return
 			case chaos429:
 				if rq.Attempt == 1 {
 					w.Header().Set("Retry-After", strconv.Itoa(retryAfterSecs))
 					w.WriteHeader(http.StatusTooManyRequests)
-					return http.StatusTooManyRequests
+					return
 				}
 				w.WriteHeader(http.StatusOK)
-				return http.StatusOK
+				return
 			case chaos503Date:
 				if rq.Attempt == 1 {
 					// HTTP dates have whole seconds: the wait asked for is
@@ -116,16 +117,15 @@ func TestChaosReceiver(t *testing.T) {
 					dateMu.Unlock()
 					w.Header().Set("Retry-After", date.Format(http.TimeFormat))
 					w.WriteHeader(http.StatusServiceUnavailable)
-					return http.StatusServiceUnavailable
+					return
 				}
 				w.WriteHeader(http.StatusOK)
-				return http.StatusOK
+				return
 			}
 			w.WriteHeader(http.StatusBadRequest)
-			return http.StatusBadRequest
 		})
 		ep := api.createEndpoint(map[string]any{"tenant": "chaos", "url": rc.URL("/hook"), "max_concurrency": 10})
-		rc.setSecret(t, ep.Secret)
+		setSecret(t, rc, ep.Secret)
 		waitForAPIStatus(t, api, ep.ID, "active")
 
 		// Every class but 410, which disables the endpoint: it comes last.
@@ -145,8 +145,8 @@ func TestChaosReceiver(t *testing.T) {
 			return len(deadLettersByEntity(dls, ep.ID, dead)) == len(dead)
 		})
 		delivered := []string{chaosOK, chaos429, chaos503Date}
-		rc.waitFor(t, time.Minute, "2xx for 2xx, 429 and 503", func() bool {
-			got := rc.delivered()
+		waitRecorded(t, rc, time.Minute, "2xx for 2xx, 429 and 503", func() bool {
+			got := rc.Delivered()
 			for _, entity := range delivered {
 				if _, ok := got[eventIDOf(entity)]; !ok {
 					return false
@@ -155,17 +155,17 @@ func TestChaosReceiver(t *testing.T) {
 			return true
 		})
 
-		seen := func(entity string) []hookRequest {
-			return rc.requests(func(rq hookRequest) bool { return rq.Path == "/hook" && rq.Entity == entity })
+		seen := func(entity string) []fleet.Request {
+			return rc.Requests(func(rq fleet.Request) bool { return rq.Path == "/hook" && rq.Entity == entity })
 		}
-		statuses := func(reqs []hookRequest) []int {
+		statuses := func(reqs []fleet.Request) []int {
 			var out []int
 			for _, rq := range reqs {
 				out = append(out, rq.Status)
 			}
 			return out
 		}
-		expectStatuses := func(entity string, want ...int) []hookRequest {
+		expectStatuses := func(entity string, want ...int) []fleet.Request {
 			t.Helper()
 			reqs := seen(entity)
 			if got := statuses(reqs); !slices.Equal(got, want) {
@@ -284,10 +284,10 @@ func TestChaosReceiver(t *testing.T) {
 		if len(mine) != len(dead) {
 			t.Errorf("%d dead letters for the endpoint, want %d: %s", len(mine), len(dead), describeDeadLetters(mine))
 		}
-		if moved := rc.requests(func(rq hookRequest) bool { return rq.Path == "/moved" }); len(moved) != 0 {
+		if moved := rc.Requests(func(rq fleet.Request) bool { return rq.Path == "/moved" }); len(moved) != 0 {
 			t.Errorf("the redirect target was contacted %d times", len(moved))
 		}
-		if _, bad, _ := rc.stats(); bad != 0 {
+		if _, bad, _ := rc.Stats(); bad != 0 {
 			t.Errorf("%d requests failed signature verification", bad)
 		}
 	})

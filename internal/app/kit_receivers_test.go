@@ -1,22 +1,12 @@
 package app_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
-	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 )
 
@@ -140,154 +130,26 @@ func distinctIDs(receipts []fleet.Receipt) int {
 	return len(seen)
 }
 
-// hookReceiver is a webhook receiver for the failure-policy tests. Unlike the
-// recording fleet it records every request, failed ones included (arrival,
-// answer, the connection it came on), measures concurrency overall and per
-// entity, and lets a behaviour hijack the connection.
-type hookReceiver struct {
-	srv      *httptest.Server
-	behave   hookBehavior
-	verifier atomic.Pointer[standardwebhooks.Webhook]
-	closing  chan struct{}
-	notify   chan struct{}
-
-	mu          sync.Mutex
-	reqs        []*hookRequest
-	perMsg      map[string]int
-	inFlight    int
-	maxInFlight int
-	perEntity   map[string]int
-	overlaps    []string // entities seen with two requests in flight at once
-	badSigs     int
-}
-
-// hookRequest is one request as the receiver saw it.
-type hookRequest struct {
-	Path     string
-	MsgID    string
-	Entity   string
-	Revision int64
-	Attempt  int       // 1 for the first request carrying this webhook-id
-	At       time.Time // arrival
-	Done     time.Time // answered (or hijacked, or abandoned)
-	Status   int       // 0: no response (connection reset, client gave up)
-	Reused   bool      // came on a connection that had served a request before
-	InFlight int       // requests in flight at arrival, this one included
-}
-
-// hookBehavior answers one request and returns the status it sent, 0 if it
-// sent none. rq is filled in up to Attempt and Reused.
-type hookBehavior func(w http.ResponseWriter, r *http.Request, rq *hookRequest) int
-
-type hookConnKey struct{}
-
-type hookConn struct{ served atomic.Int64 }
-
-func startHookReceiver(t *testing.T, behave hookBehavior) *hookReceiver {
+// startRecorder starts a fleet.Recorder that answers as answer and wants
+// every delivery signed with the secret given to setSecret.
+func startRecorder(t *testing.T, answer fleet.Answer) *fleet.Recorder {
 	t.Helper()
-	rc := &hookReceiver{
-		behave: behave, closing: make(chan struct{}), notify: make(chan struct{}, 1),
-		perMsg: map[string]int{}, perEntity: map[string]int{},
-	}
-	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
-	rc.srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-		return context.WithValue(ctx, hookConnKey{}, &hookConn{})
-	}
-	rc.srv.Start()
-	t.Cleanup(func() {
-		close(rc.closing) // releases hanging handlers
-		rc.srv.Close()
-	})
+	rc := fleet.NewRecorder(fleet.RecorderConfig{Answer: answer, Signed: true})
+	t.Cleanup(rc.Close)
 	return rc
 }
 
-// URL of path on the receiver.
-func (rc *hookReceiver) URL(path string) string { return rc.srv.URL + path }
-
-// setSecret sets the endpoint secret signatures are checked with.
-func (rc *hookReceiver) setSecret(t *testing.T, secret string) {
+// setSecret sets the endpoint secret rc checks signatures with.
+func setSecret(t *testing.T, rc *fleet.Recorder, secret string) {
 	t.Helper()
-	v, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
+	if err := rc.SetSecret(secret); err != nil {
 		t.Fatal(err)
 	}
-	rc.verifier.Store(v)
 }
 
-func (rc *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
-	rq := &hookRequest{Path: r.URL.Path, MsgID: r.Header.Get("webhook-id"), At: time.Now()}
-	if c, ok := r.Context().Value(hookConnKey{}).(*hookConn); ok {
-		rq.Reused = c.served.Add(1) > 1
-	}
-	body, _ := io.ReadAll(r.Body)
-	var p event.Payload
-	_ = json.Unmarshal(body, &p)
-	rq.Entity, rq.Revision = p.Entity.ID, p.Entity.Revision
-	verifier := rc.verifier.Load()
-	badSig := rq.MsgID != "" && (verifier == nil || verifier.Verify(body, r.Header) != nil)
-
-	rc.mu.Lock()
-	rc.perMsg[rq.MsgID]++
-	rq.Attempt = rc.perMsg[rq.MsgID]
-	rc.inFlight++
-	rq.InFlight = rc.inFlight
-	rc.maxInFlight = max(rc.maxInFlight, rc.inFlight)
-	if rq.Entity != "" {
-		rc.perEntity[rq.Entity]++
-		if rc.perEntity[rq.Entity] > 1 {
-			rc.overlaps = append(rc.overlaps, rq.Entity)
-		}
-	}
-	if badSig {
-		rc.badSigs++
-	}
-	rc.reqs = append(rc.reqs, rq)
-	rc.mu.Unlock()
-
-	var status int
-	if badSig {
-		w.WriteHeader(http.StatusUnauthorized)
-		status = http.StatusUnauthorized
-	} else {
-		status = rc.behave(w, r, rq)
-	}
-
-	rc.mu.Lock()
-	rq.Done, rq.Status = time.Now(), status
-	rc.inFlight--
-	if rq.Entity != "" {
-		rc.perEntity[rq.Entity]--
-	}
-	rc.mu.Unlock()
-	select {
-	case rc.notify <- struct{}{}:
-	default:
-	}
-}
-
-// requests returns copies of the requests seen so far, in arrival order,
-// that match keep (all when nil).
-func (rc *hookReceiver) requests(keep func(hookRequest) bool) []hookRequest {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var out []hookRequest
-	for _, rq := range rc.reqs {
-		if keep == nil || keep(*rq) {
-			out = append(out, *rq)
-		}
-	}
-	return out
-}
-
-func (rc *hookReceiver) stats() (maxInFlight, badSigs int, overlaps []string) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.maxInFlight, rc.badSigs, append([]string(nil), rc.overlaps...)
-}
-
-// waitFor waits until cond holds, re-checking after every answered request
-// and every 100 ms (for conditions on things other than requests).
-func (rc *hookReceiver) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// waitRecorded waits until cond holds, re-checking after every answered
+// request and every 100 ms (for conditions on things other than requests).
+func waitRecorded(t *testing.T, rc *fleet.Recorder, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -295,7 +157,7 @@ func (rc *hookReceiver) waitFor(t *testing.T, timeout time.Duration, what string
 	defer poll.Stop()
 	for !cond() {
 		select {
-		case <-rc.notify:
+		case <-rc.Changed():
 		case <-poll.C:
 		case <-deadline.C:
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
@@ -303,20 +165,9 @@ func (rc *hookReceiver) waitFor(t *testing.T, timeout time.Duration, what string
 	}
 }
 
-// delivered returns, per webhook-id, the first request answered 2xx.
-func (rc *hookReceiver) delivered() map[string]hookRequest {
-	out := map[string]hookRequest{}
-	for _, rq := range rc.requests(func(rq hookRequest) bool { return rq.Status >= 200 && rq.Status < 300 }) {
-		if _, ok := out[rq.MsgID]; !ok {
-			out[rq.MsgID] = rq
-		}
-	}
-	return out
-}
-
-// checkHookOrder requires each entity's first successful deliveries to come
+// checkRecordedOrder requires each entity's first successful deliveries to come
 // in strictly increasing revisions.
-func checkHookOrder(t *testing.T, reqs []hookRequest) {
+func checkRecordedOrder(t *testing.T, reqs []fleet.Request) {
 	t.Helper()
 	seen := map[string]bool{}
 	last := map[string]int64{}

@@ -10,9 +10,9 @@ package app_test
 //	                       redrives through the API)
 //	kit_events_test.go     events in (envelope, publishTo, publish,
 //	                       publishEvents) and dead letters out (deadLetterReader)
-//	kit_receivers_test.go  the receivers: the fleet's subscriptions and the
-//	                       checks of what it received, and hookReceiver, which
-//	                       records failed requests too
+//	kit_receivers_test.go  the receivers (internal/testkit/fleet): a fleet's
+//	                       subscriptions and the checks of what it received,
+//	                       and a Recorder, which records failed requests too
 //	kit_wait_test.go       waiting on the engine: deliveries, endpoint state,
 //	                       metrics, consumer groups
 //	kit_process_test.go    a real laneway process against the real broker

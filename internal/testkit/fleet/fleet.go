@@ -1,7 +1,9 @@
-// Package fleet is a recording fleet of webhook receivers for tests and
-// benchmarks: one HTTP server whose path /ep/{n} plays endpoint n. It
-// verifies every signature with the official Standard Webhooks library,
-// measures each endpoint's concurrency and records what arrived, in order.
+// Package fleet is the recording webhook receivers of tests and
+// benchmarks. A Fleet is one HTTP server whose path /ep/{n} plays endpoint
+// n: it verifies every signature with the official Standard Webhooks
+// library, measures each endpoint's concurrency and records the deliveries
+// it accepted, in order. A Recorder serves any path and records every
+// request, failed and abandoned ones included, with its answer and end.
 package fleet
 
 import (
