@@ -2,14 +2,12 @@ package engine
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/signing"
 )
 
@@ -18,24 +16,18 @@ import (
 // event gets the data (issue #17, thin events).
 func TestThinEndpointsGetNoData(t *testing.T) {
 	r := kfakeStageRig(t, 1)
-	var mu sync.Mutex
-	bodies := map[string][]byte{}
-	headers := map[string]http.Header{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		mu.Lock()
-		bodies[req.URL.Path], headers[req.URL.Path] = b, req.Header.Clone()
-		mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	thin, full := testEndpoint("ep_thin", srv.URL+"/thin"), testEndpoint("ep_full", srv.URL+"/full")
+	rc := fleet.NewRecorder(fleet.RecorderConfig{KeepBodies: true})
+	t.Cleanup(rc.Close)
+	thin, full := testEndpoint("ep_thin", rc.URL("/thin")), testEndpoint("ep_full", rc.URL("/full"))
 	thin.Payload = endpoint.PayloadThin
 	s := r.startStage(stageOpts{endpoints: newFakeEndpoints(thin, full), breakers: newFakeBreakers()})
 	s.waitOwned(t, 0)
 	r.produce(0, testDelivery("ev1", "ep_thin", "order:1", 7), testDelivery("ev1", "ep_full", "order:1", 7))
+	bodies, headers := map[string][]byte{}, map[string]http.Header{}
 	waitCond(t, 30*time.Second, "both deliveries", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
+		for _, rq := range rc.Requests(nil) {
+			bodies[rq.Path], headers[rq.Path] = rq.Body, rq.Header
+		}
 		return len(bodies) == 2, string(bodies["/thin"]) + " " + string(bodies["/full"])
 	})
 	var got map[string]json.RawMessage

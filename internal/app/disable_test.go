@@ -3,14 +3,10 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
@@ -19,6 +15,7 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/notify"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -91,46 +88,45 @@ func TestDisabledEndpointIsRedrivenInOrder(t *testing.T) {
 	})
 }
 
+// operatorReceiver is the operators' webhook: a fleet endpoint, which
+// verifies every notification with the official Standard Webhooks library.
 type operatorReceiver struct {
+	fleet       *fleet.Fleet
+	ep          *fleet.Endpoint
 	url, secret string
-	got         chan notify.Disabled
 }
 
-// newOperatorReceiver is the operators' webhook: it verifies every
-// notification with the official Standard Webhooks library.
 func newOperatorReceiver(t *testing.T) *operatorReceiver {
 	t.Helper()
-	o := &operatorReceiver{secret: endpoint.NewSecret(), got: make(chan notify.Disabled, 10)}
-	verifier, err := standardwebhooks.NewWebhook(o.secret)
+	f, err := fleet.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := verifier.Verify(body, r.Header); err != nil {
-			t.Errorf("operator notification fails verification: %v", err)
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		var msg notify.Notification
-		var d notify.Disabled
-		if json.Unmarshal(body, &msg) != nil || msg.Type != notify.TypeEndpointDisabled || json.Unmarshal(msg.Data, &d) != nil {
-			t.Errorf("unexpected operator notification %s", body)
-		}
-		o.got <- d
-	}))
-	t.Cleanup(srv.Close)
-	o.url = srv.URL
+	t.Cleanup(f.Close)
+	o := &operatorReceiver{fleet: f, url: f.URL(0), secret: endpoint.NewSecret()}
+	if o.ep, err = f.Add(0, o.secret, nil); err != nil {
+		t.Fatal(err)
+	}
 	return o
 }
 
+// await waits for the first notification; every one received must be a
+// verified endpoint.disabled.
 func (o *operatorReceiver) await(t *testing.T) notify.Disabled {
 	t.Helper()
-	select {
-	case d := <-o.got:
-		return d
-	case <-time.After(30 * time.Second):
-		t.Fatal("no operator notification")
-		return notify.Disabled{}
+	waitUntil(t, o.fleet, 30*time.Second, "an operator notification", func() bool { return o.fleet.Total() > 0 })
+	if bad := o.ep.BadSignatures(); bad != 0 {
+		t.Errorf("%d operator notifications fail verification", bad)
 	}
+	var first notify.Disabled
+	for i, r := range o.ep.Receipts() {
+		var d notify.Disabled
+		if r.Type != notify.TypeEndpointDisabled || json.Unmarshal(r.Data, &d) != nil {
+			t.Errorf("unexpected operator notification %+v", r)
+		}
+		if i == 0 {
+			first = d
+		}
+	}
+	return first
 }

@@ -23,6 +23,7 @@ import (
 // Receipt is one delivery as the receiver saw it.
 type Receipt struct {
 	MsgID     string
+	Type      string // the payload's type: the event's, or the operator notification's
 	Entity    string
 	Revision  int64
 	Timestamp time.Time // the payload's timestamp: the event's occurred_at
@@ -136,6 +137,7 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	var p struct {
+		Type   string `json:"type"`
 		Entity struct {
 			ID       string `json:"id"`
 			Revision int64  `json:"revision"`
@@ -160,7 +162,7 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ep.mu.Lock()
 	ep.receipts = append(ep.receipts, Receipt{
-		MsgID: msgID, Entity: p.Entity.ID, Revision: p.Entity.Revision, Timestamp: p.Timestamp, At: time.Now(), Data: p.Data,
+		MsgID: msgID, Type: p.Type, Entity: p.Entity.ID, Revision: p.Entity.Revision, Timestamp: p.Timestamp, At: time.Now(), Data: p.Data,
 	})
 	ep.mu.Unlock()
 	return true

@@ -46,6 +46,8 @@ type RecorderConfig struct {
 	// secret set by SetSecret (none set yet: it is not). One that is not
 	// is answered 401, without Answer, and counted.
 	Signed bool
+	// KeepBodies keeps each request's body and headers in its Request.
+	KeepBodies bool
 }
 
 // Answer answers one request; rq is filled in up to InFlight.
@@ -58,13 +60,15 @@ type Request struct {
 	MsgID    string
 	Entity   string
 	Revision int64
-	Attempt  int       // 1 for the first request carrying this webhook-id
-	At       time.Time // arrival
-	Done     time.Time // when its answer returned; zero while it runs
-	Status   int       // the status answered; 0 for none (connection taken over, or the request ended first)
-	Ended    bool      // the request's context had ended when its answer returned
-	Reused   bool      // came on a connection that had served a request before
-	InFlight int       // requests in flight at arrival, this one included
+	Attempt  int         // 1 for the first request carrying this webhook-id
+	At       time.Time   // arrival
+	Done     time.Time   // when its answer returned; zero while it runs
+	Status   int         // the status answered; 0 for none (connection taken over, or the request ended first)
+	Ended    bool        // the request's context had ended when its answer returned
+	Reused   bool        // came on a connection that had served a request before
+	InFlight int         // requests in flight at arrival, this one included
+	Body     []byte      // with KeepBodies
+	Header   http.Header // with KeepBodies
 }
 
 // Answered reports whether the request's answer returned with status code.
@@ -132,6 +136,9 @@ func (rc *Recorder) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &p)
 	rq.Entity, rq.Revision = p.Entity.ID, p.Entity.Revision
+	if rc.cfg.KeepBodies {
+		rq.Body, rq.Header = body, r.Header.Clone()
+	}
 	verifier := rc.verifier.Load()
 	badSig := rc.cfg.Signed && rq.MsgID != "" && (verifier == nil || verifier.Verify(body, r.Header) != nil)
 
