@@ -23,6 +23,7 @@ import (
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"
+	"github.com/laneway/laneway/receiver"
 	"github.com/laneway/laneway/signing"
 )
 
@@ -38,18 +39,9 @@ type batchReceiver struct {
 	changed chan struct{} // a request was answered
 
 	mu       sync.Mutex
-	accepted [][]batchItem
+	accepted [][]receiver.FeedEvent
 	tooLarge int
 	bad      int
-}
-
-type batchItem struct {
-	Sequence int64  `json:"sequence"`
-	ID       string `json:"id"`
-	Entity   struct {
-		ID       string `json:"id"`
-		Revision int64  `json:"revision"`
-	} `json:"entity"`
 }
 
 func newBatchReceiver(t *testing.T, limit int64, failures int64) *batchReceiver {
@@ -86,7 +78,7 @@ func (r *batchReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	var b struct{ Batch []batchItem }
+	var b struct{ Batch []receiver.FeedEvent }
 	if err := json.Unmarshal(body, &b); err != nil || len(b.Batch) == 0 {
 		r.bad++
 		w.WriteHeader(http.StatusBadRequest)
@@ -95,10 +87,10 @@ func (r *batchReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.accepted = append(r.accepted, b.Batch)
 }
 
-func (r *batchReceiver) snapshot() (batches [][]batchItem, tooLarge, bad int) {
+func (r *batchReceiver) snapshot() (batches [][]receiver.FeedEvent, tooLarge, bad int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([][]batchItem(nil), r.accepted...), r.tooLarge, r.bad
+	return append([][]receiver.FeedEvent(nil), r.accepted...), r.tooLarge, r.bad
 }
 
 // A batch endpoint gets its events in signed batches of at most
@@ -160,7 +152,7 @@ func TestBatchEndpointDeliversInSequenceOrder(t *testing.T) {
 
 // checkBatchOrder checks batch sizes and that sequences first accepted
 // rise across every batch.
-func checkBatchOrder(t *testing.T, batches [][]batchItem, maxEvents int) {
+func checkBatchOrder(t *testing.T, batches [][]receiver.FeedEvent, maxEvents int) {
 	t.Helper()
 	seen := map[string]bool{}
 	last := int64(0)

@@ -11,22 +11,8 @@ import (
 
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/testenv"
+	"github.com/laneway/laneway/receiver"
 )
-
-// feedItem is one event of a feed page, as a consumer reads it.
-type feedItem struct {
-	Sequence int64  `json:"sequence"`
-	ID       string `json:"id"`
-	Entity   struct {
-		ID       string `json:"id"`
-		Revision int64  `json:"revision"`
-	} `json:"entity"`
-}
-
-type feedPage struct {
-	Events     []feedItem `json:"events"`
-	NextCursor string     `json:"next_cursor"`
-}
 
 // feedConsumer reads one pull endpoint's feed with its consumer token.
 type feedConsumer struct {
@@ -36,7 +22,7 @@ type feedConsumer struct {
 	token string
 }
 
-func (c feedConsumer) read(cursor string, wait time.Duration) (int, feedPage) {
+func (c feedConsumer) read(cursor string, wait time.Duration) (int, receiver.FeedPage) {
 	c.t.Helper()
 	q := url.Values{"limit": {"50"}, "wait": {fmt.Sprint(int(wait.Seconds()))}}
 	if cursor != "" {
@@ -49,7 +35,7 @@ func (c feedConsumer) read(cursor string, wait time.Duration) (int, feedPage) {
 		c.t.Fatalf("read feed: %v", err)
 	}
 	defer resp.Body.Close()
-	var p feedPage
+	var p receiver.FeedPage
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 			c.t.Fatalf("feed page: %v", err)
@@ -72,10 +58,10 @@ func (c feedConsumer) ack(cursor string) {
 
 // follow reads from cursor until want events arrived, checking as it goes
 // that sequences run on without a gap and each entity's revisions rise.
-func (c feedConsumer) follow(cursor string, first int64, want int, within time.Duration) (string, []feedItem) {
+func (c feedConsumer) follow(cursor string, first int64, want int, within time.Duration) (string, []receiver.FeedEvent) {
 	c.t.Helper()
 	deadline := time.Now().Add(within)
-	var got []feedItem
+	var got []receiver.FeedEvent
 	next := first
 	last := map[string]int64{}
 	for len(got) < want {
@@ -141,7 +127,7 @@ func TestPullFeedEndToEndAcrossRestart(t *testing.T) {
 		consumer.ack(cursor)
 
 		// A long poll that waits for the next event, made before it exists.
-		polled := make(chan feedPage, 1)
+		polled := make(chan receiver.FeedPage, 1)
 		go func() {
 			_, p := consumer.read(cursor, 20*time.Second)
 			polled <- p
