@@ -98,6 +98,17 @@ func (a *App) inboundRoutes(in *inbound.Service) []api.Route {
 	return in.Routes()
 }
 
+// doorSharesAPublicListener reports whether the front door is served on
+// HTTPAddr (no PublicAddr) and HTTPAddr reaches beyond loopback: then
+// anyone who can send to the door can also reach that listener's /metrics.
+func (a *App) doorSharesAPublicListener() bool {
+	if a.cfg.PublicAddr != "" {
+		return false
+	}
+	loopback, err := isLoopbackAddr(a.cfg.HTTPAddr)
+	return err != nil || !loopback
+}
+
 // startPublic serves the inbound front door and the pull feeds alone on
 // PublicAddr: the address a deployment exposes to the internet, while the
 // admin API, the console and /metrics stay on HTTPAddr. It stops before the inbound

@@ -44,6 +44,56 @@ func TestPublicListenerServesTheFrontDoorOnly(t *testing.T) {
 	}
 }
 
+// TestMetricsOnAPublicDoorListenerHaveNoSourceIDs is the attack on a
+// deployment without --public-addr whose API listens beyond loopback: an
+// anonymous sender who reaches the door also reaches that listener's
+// /metrics, whose series name every source that took a request, and with
+// it the capture path. There /metrics needs the admin token.
+func TestMetricsOnAPublicDoorListenerHaveNoSourceIDs(t *testing.T) {
+	const token, source = "metrics-test-token-0123456789abcdef", "gh-hidden-source-7f3a"
+	a := startApp(t, testenv.Embedded, func(c *app.Config) { c.HTTPAddr, c.AdminToken = "0.0.0.0:0", token })
+	_, port, err := net.SplitHostPort(a.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://127.0.0.1:" + port
+	secret := createGitHubSourceAs(t, base, token, source)
+	if code := postGitHub(t, base+"/in/"+source, secret, []byte(`{"repository":{"full_name":"acme/app"}}`), nil); code != http.StatusAccepted {
+		t.Fatalf("POST /in/%s: %d, want 202", source, code)
+	}
+
+	code, body := metricsAs(t, base, "")
+	if code != http.StatusUnauthorized || strings.Contains(body, source) {
+		t.Errorf("anonymous GET /metrics: %d, source id in it: %v; want 401 without it", code, strings.Contains(body, source))
+	}
+	code, body = metricsAs(t, base, token)
+	if code != http.StatusOK || !strings.Contains(body, `source="`+source+`"`) {
+		t.Errorf("GET /metrics with the admin token: %d, want 200 with the source's series", code)
+	}
+}
+
+// metricsAs GETs base/metrics, with the admin token when one is given.
+func metricsAs(t *testing.T, base, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
 // TestServerLimitsCutTricklesAndHugeHeaders is the attack on the server:
 // a sender that trickles its body is cut at ReadTimeout, and a 500 KB
 // header is refused with 431 before anything is stored.
@@ -101,8 +151,23 @@ func get(t *testing.T, url string) int {
 
 func createGitHubSource(t *testing.T, base, id string) string {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/inbound/sources", "application/json",
+	return createGitHubSourceAs(t, base, "", id)
+}
+
+// createGitHubSourceAs creates a GitHub source with the admin token (none
+// when empty) and returns its secret.
+func createGitHubSourceAs(t *testing.T, base, token, id string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/inbound/sources",
 		strings.NewReader(`{"id":"`+id+`","kind":"github","tenant":"acme"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,13 +107,12 @@ func (a *App) startHTTP(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	routes, metrics := a.metricsRoutes(append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...))
 	srv, err := api.New(api.Config{
 		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
-		Feeds:   a.feeds,
-		Routes:  append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...),
-		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}),
+		Feeds: a.feeds, Routes: routes, Metrics: metrics,
 	})
 	if err != nil {
 		return err
@@ -133,6 +132,22 @@ func (a *App) startHTTP(ctx context.Context) error {
 	}()
 	a.onStop(a.stopHTTP)
 	return a.startPublic(in, srv.FeedHandler())
+}
+
+// metricsRoutes decides how /metrics is served: open (the handler comes
+// back for api.Config.Metrics), or, when the front door shares a listener
+// beyond loopback with it, as one more route behind the admin token. Its
+// series name source ids (the door's capture paths) and endpoint ids, which
+// an anonymous sender at the door must not learn.
+func (a *App) metricsRoutes(routes []api.Route) ([]api.Route, http.Handler) {
+	metrics := promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})
+	if !a.doorSharesAPublicListener() {
+		return routes, metrics
+	}
+	a.log.Info("GET /metrics needs the admin token: the inbound front door shares "+a.cfg.HTTPAddr+
+		" with it; set --public-addr to give the door a listener of its own and keep /metrics open on this one",
+		"addr", a.cfg.HTTPAddr)
+	return append(routes, api.Route{Pattern: "GET /metrics", Handler: metrics}), nil
 }
 
 func (a *App) stopHTTP() {
