@@ -559,6 +559,9 @@ cmd_test() {
 	# shellcheck disable=SC1091
 	source "$STATE/env"
 	export LANEWAY_TEST_KAFKA_BROKERS LANEWAY_TEST_REDIS_URL
+	# The secure services were started above: a test that finds one of
+	# their variables missing fails rather than skips (testenv.RealSecure).
+	export LANEWAY_TEST_REQUIRE_SECURE=1
 	log "LANEWAY_TEST_KAFKA_BROKERS=$LANEWAY_TEST_KAFKA_BROKERS LANEWAY_TEST_REDIS_URL=$LANEWAY_TEST_REDIS_URL"
 
 	if [ "$#" -eq 0 ]; then set -- ./...; fi

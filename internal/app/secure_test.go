@@ -28,10 +28,7 @@ func TestEndToEndOverSASLSSLAndRedisTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	sec, ok := testenv.RealSecure()
-	if !ok {
-		t.Skipf("%s not set: skipping", testenv.SecureVariables)
-	}
+	sec := testenv.RealSecure(t)
 	b := testenv.Backend{Name: "secure", Brokers: sec.Brokers, RedisURL: sec.RedisURL}
 	f, a, api := scenario(t, b, func(cfg *app.Config) {
 		cfg.Kafka, cfg.Redis = sec.Kafka, sec.Redis
@@ -123,10 +120,7 @@ func grant(t *testing.T, sec testenv.Secure, principal string, acls []acl) {
 // right credentials gets metadata; without SASL, without TLS, with a
 // wrong password or an unknown user it gets nothing.
 func TestSASLSSLListenerRefusesAnonymousAndWrongPasswords(t *testing.T) {
-	sec, ok := testenv.RealSecure()
-	if !ok {
-		t.Skipf("%s not set: skipping", testenv.SecureVariables)
-	}
+	sec := testenv.RealSecure(t)
 	if err := kafkaMetadata(t, sec.Brokers, sec.Kafka); err != nil {
 		t.Fatalf("the right credentials were refused: %v", err)
 	}
@@ -177,10 +171,7 @@ func kafkaMetadata(t *testing.T, brokers []string, cfg kafkaconn.Config) error {
 // producer publishes events but cannot read the endpoint config (signing
 // secrets, URLs) nor write deliveries.
 func TestProducerACLsAllowOnlyTheEventsTopic(t *testing.T) {
-	sec, ok := testenv.RealSecure()
-	if !ok {
-		t.Skipf("%s not set: skipping", testenv.SecureVariables)
-	}
+	sec := testenv.RealSecure(t)
 	ns := testenv.Unique("acl")
 	tc := topicsOf(ns, 1)
 	admin, err := kgo.NewClient(kgo.SeedBrokers(sec.AdminBrokers...))
@@ -222,10 +213,7 @@ func TestProducerACLsAllowOnlyTheEventsTopic(t *testing.T) {
 // TestTLSRedisRefusesAnonymousAndWrongPasswords: the right user and
 // password over TLS get PONG; no password, a wrong one, or no TLS do not.
 func TestTLSRedisRefusesAnonymousAndWrongPasswords(t *testing.T) {
-	sec, ok := testenv.RealSecure()
-	if !ok {
-		t.Skipf("%s not set: skipping", testenv.SecureVariables)
-	}
+	sec := testenv.RealSecure(t)
 	ping := func(cfg redisconn.Config, url string) error {
 		opts, err := cfg.Options(url)
 		if err != nil {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"strings"
+	"testing"
 
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/redisconn"
@@ -41,15 +42,30 @@ type Secure struct {
 func (s Secure) KafkaPrincipal() string    { return "User:" + s.Kafka.SASL.Username }
 func (s Secure) ProducerPrincipal() string { return "User:" + s.Producer.SASL.Username }
 
-// RealSecure returns the authenticated services, or false when the test
-// command did not start them.
-func RealSecure() (Secure, bool) {
+// RequireSecureEnv, set to 1 by the test command, makes RealSecure fail a
+// test whose secure services are missing instead of skipping it: CI must
+// not pass with the SASL_SSL and TLS Redis tests silently skipped.
+const RequireSecureEnv = "LANEWAY_TEST_REQUIRE_SECURE"
+
+// secureVariables are the variables RealSecure reads; the mechanism is
+// among them because the SCRAM users need it.
+var secureVariables = []string{KafkaSASLEnv, kafkaMechanismEnv, kafkaUserEnv, kafkaPasswordEnv, kafkaProducerEnv,
+	kafkaProducerPassEnv, kafkaCAEnv, RedisTLSEnv, redisUserEnv, redisPasswordEnv, redisCAEnv, KafkaEnv}
+
+// RealSecure returns the authenticated services the test command started.
+// When one of its variables is unset it skips t, or fails it naming the
+// variable when RequireSecureEnv is 1.
+func RealSecure(t testing.TB) Secure {
+	t.Helper()
 	get := os.Getenv
-	for _, v := range []string{KafkaSASLEnv, kafkaUserEnv, kafkaPasswordEnv, kafkaProducerEnv, kafkaProducerPassEnv,
-		kafkaCAEnv, RedisTLSEnv, redisUserEnv, redisPasswordEnv, redisCAEnv, KafkaEnv} {
-		if get(v) == "" {
-			return Secure{}, false
+	for _, v := range secureVariables {
+		if get(v) != "" {
+			continue
 		}
+		if get(RequireSecureEnv) == "1" {
+			t.Fatalf("%s is unset, but %s=1 says the secure services must be there (scripts/testenv.sh test exports both)", v, RequireSecureEnv)
+		}
+		t.Skipf("%s not set (%s and the other secure exports of scripts/testenv.sh): skipping", v, KafkaSASLEnv)
 	}
 	tls := kafkaconn.TLS{CAFile: get(kafkaCAEnv)}
 	scram := func(user, pass string) kafkaconn.Config {
@@ -63,8 +79,5 @@ func RealSecure() (Secure, bool) {
 		RedisURL:     get(RedisTLSEnv),
 		Redis: redisconn.Config{Username: get(redisUserEnv), Password: get(redisPasswordEnv),
 			TLS: redisconn.TLS{CAFile: get(redisCAEnv)}},
-	}, true
+	}
 }
-
-// SecureVariables names the variables RealSecure needs, for skip messages.
-const SecureVariables = KafkaSASLEnv + ", " + RedisTLSEnv + " and the other secure exports of scripts/testenv.sh"
