@@ -426,7 +426,30 @@ func (a *App) ensureTopics(ctx context.Context) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return topics.Ensure(ctx, kadm.NewClient(cl), a.cfg.Topics)
+	adm := kadm.NewClient(cl)
+	if err := topics.Ensure(ctx, adm, a.cfg.Topics); err != nil {
+		return err
+	}
+	a.alignConfigTopics(ctx, adm)
+	return nil
+}
+
+// alignConfigTopics brings the config topics' compaction settings to what
+// secrets need (topics.AlignConfigTopics). Failing that (most often a
+// principal without AlterConfigs on them) it warns with the command that
+// does it by hand and goes on: the topics work, rotated secrets only
+// linger longer.
+func (a *App) alignConfigTopics(ctx context.Context, adm *kadm.Client) {
+	tc := a.cfg.Topics
+	altered, err := topics.AlignConfigTopics(ctx, adm, tc)
+	for _, t := range altered {
+		a.log.Info("config topic: compaction settings brought to the required values", "topic", t)
+	}
+	if err != nil {
+		a.log.Warn("config topics: could not check or set their compaction settings, so rotated-out and deleted secrets "+
+			"may stay on them for days; grant DescribeConfigs and AlterConfigs on them, or run: "+
+			topics.AlignCommand(tc.Endpoints)+" ; "+topics.AlignCommand(tc.Sources), "err", err)
+	}
 }
 
 func (a *App) startStore(ctx context.Context) error {

@@ -61,13 +61,15 @@ type acl struct {
 
 // lanewayACLs is what Laneway's own principal needs, mirroring
 // docs/deploy.md: read and write on its topics (create, to make missing
-// ones at start), describe-configs on the inbound topic, its consumer
-// groups, and its transactional ids.
+// ones at start), describe-configs on the inbound topic, describe- and
+// alter-configs on the config topics (their compaction settings), its
+// consumer groups, and its transactional ids.
 func lanewayACLs(tc topics.Config, groupPrefix string) []acl {
 	rw := []kadm.ACLOperation{kadm.OpRead, kadm.OpWrite, kadm.OpCreate}
 	return []acl{
 		{kind: "topic", names: []string{tc.Events, tc.Deliveries, tc.Parked, tc.Dead, tc.Endpoints, tc.Inbound, tc.Sources}, ops: rw},
 		{kind: "topic", names: []string{tc.Inbound}, ops: []kadm.ACLOperation{kadm.OpDescribeConfigs}},
+		{kind: "topic", names: []string{tc.Endpoints, tc.Sources}, ops: []kadm.ACLOperation{kadm.OpDescribeConfigs, kadm.OpAlterConfigs}},
 		{kind: "group", names: []string{groupPrefix + "-fanout", groupPrefix + "-deliveries", groupPrefix + "-deliveries-parked", groupPrefix + "-inbound"},
 			ops: []kadm.ACLOperation{kadm.OpRead}},
 		{kind: "transactional-id", names: []string{groupPrefix + "-fanout-", groupPrefix + "-inbound-"},

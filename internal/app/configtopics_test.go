@@ -1,0 +1,66 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/testenv"
+)
+
+// TestStartAlignsOlderConfigTopics: config topics an older Laneway created
+// with Kafka's compaction defaults, under which a rotated-out secret stays
+// on the topic for days, get the settings that forget it within hours when
+// Laneway starts.
+func TestStartAlignsOlderConfigTopics(t *testing.T) {
+	bs := []testenv.Backend{testenv.Kfake(t)}
+	if b, ok := testenv.RealKafka(); ok {
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		t.Run(b.Name, func(t *testing.T) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var tc topics.Config
+			startApp(t, b, func(c *app.Config) {
+				tc = c.Topics
+				compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+				for _, name := range []string{tc.Endpoints, tc.Sources} {
+					resp, err := adm.CreateTopic(ctx, 1, -1, compact, name)
+					if err == nil {
+						err = resp.Err
+					}
+					if err != nil {
+						t.Fatalf("create %s as an older Laneway did: %v", name, err)
+					}
+				}
+			})
+			described, err := adm.DescribeTopicConfigs(ctx, tc.Endpoints, tc.Sources)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rc := range described {
+				got := map[string]string{}
+				for _, cfg := range rc.Configs {
+					got[cfg.Key] = cfg.MaybeValue()
+				}
+				for k, want := range topics.CompactedConfigs {
+					if got[k] != want {
+						t.Errorf("%s after start: %s = %q, want %q (err %v)", rc.Name, k, got[k], want, rc.Err)
+					}
+				}
+			}
+		})
+	}
+}
