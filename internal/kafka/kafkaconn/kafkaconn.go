@@ -11,7 +11,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
@@ -64,8 +67,10 @@ type SASL struct {
 	Token, TokenFile string
 	// AWSAccessKeyID and AWSSecretAccessKey (or AWSSecretAccessKeyFile) sign
 	// AWS_MSK_IAM; AWSSessionToken (or AWSSessionTokenFile) goes with
-	// temporary credentials. Unset: the standard AWS_ACCESS_KEY_ID,
-	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN variables.
+	// temporary credentials. Unset: the AWS SDK's default credential chain
+	// (the AWS_* variables, the shared config and credentials files, web
+	// identity as on EKS with IRSA, EKS Pod Identity and ECS container
+	// credentials, EC2 instance profiles).
 	AWSAccessKeyID                             string
 	AWSSecretAccessKey, AWSSecretAccessKeyFile string
 	AWSSessionToken, AWSSessionTokenFile       string
@@ -122,7 +127,7 @@ func (s SASL) validate(tlsOn bool) error {
 			return err
 		}
 		if (s.AWSAccessKeyID == "") != (s.AWSSecretAccessKey == "" && s.AWSSecretAccessKeyFile == "") {
-			return errors.New("AWS_MSK_IAM: the access key id and the secret access key go together (or set neither and use AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)")
+			return errors.New("AWS_MSK_IAM: the access key id and the secret access key go together (or set neither and use the AWS default credential chain)")
 		}
 	}
 	// PLAIN sends the password as is and a bearer token can be replayed:
@@ -205,7 +210,7 @@ func (s SASL) mechanismImpl() sasl.Mechanism {
 			return oauth.Auth{Token: token}, err
 		})
 	case AWSMSKIAM:
-		return aws.ManagedStreamingIAM(s.awsAuth)
+		return aws.ManagedStreamingIAM(s.awsCredentials())
 	}
 	return nil
 }
@@ -229,22 +234,63 @@ func (s SASL) scramAuth(context.Context) (scram.Auth, error) {
 	return scram.Auth{User: s.Username, Pass: pass}, err
 }
 
-func (s SASL) awsAuth(context.Context) (aws.Auth, error) {
-	id, key, token := s.AWSAccessKeyID, s.AWSSecretAccessKey, s.AWSSessionToken
-	keyFile, tokenFile := s.AWSSecretAccessKeyFile, s.AWSSessionTokenFile
-	if id == "" {
-		id, key, token = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN")
-		keyFile, tokenFile = "", ""
+// awsCredentials is the AWS_MSK_IAM credentials callback: the configured
+// key (its files read at each authentication), or without one the AWS
+// SDK's default credential chain.
+func (s SASL) awsCredentials() func(context.Context) (aws.Auth, error) {
+	if s.AWSAccessKeyID == "" {
+		return (&awsChain{}).auth
 	}
-	if id == "" {
-		return aws.Auth{}, errors.New("AWS_MSK_IAM: no access key id configured and AWS_ACCESS_KEY_ID is unset")
+	return func(context.Context) (aws.Auth, error) {
+		secretKey, err := secret(s.AWSSecretAccessKey, s.AWSSecretAccessKeyFile, "AWS secret access key")
+		if err != nil {
+			return aws.Auth{}, err
+		}
+		session, err := secret(s.AWSSessionToken, s.AWSSessionTokenFile, "AWS session token")
+		return aws.Auth{AccessKey: s.AWSAccessKeyID, SecretKey: secretKey, SessionToken: session, UserAgent: "laneway"}, err
 	}
-	secretKey, err := secret(key, keyFile, "AWS secret access key")
+}
+
+// awsChain is the AWS SDK's default credential chain, loaded at the first
+// authentication and kept: its provider caches temporary credentials and
+// fetches new ones as they near expiry, so asking it at every
+// authentication follows a rotation without a restart.
+type awsChain struct {
+	mu    sync.Mutex
+	creds awssdk.CredentialsProvider // nil until loaded
+}
+
+func (c *awsChain) auth(ctx context.Context) (aws.Auth, error) {
+	creds, err := c.provider(ctx)
 	if err != nil {
 		return aws.Auth{}, err
 	}
-	session, err := secret(token, tokenFile, "AWS session token")
-	return aws.Auth{AccessKey: id, SecretKey: secretKey, SessionToken: session, UserAgent: "laneway"}, err
+	v, err := creds.Retrieve(ctx)
+	if err != nil {
+		return aws.Auth{}, fmt.Errorf("AWS_MSK_IAM: no access key configured, and the AWS default credential chain found no credentials: %w", err)
+	}
+	return aws.Auth{AccessKey: v.AccessKeyID, SecretKey: v.SecretAccessKey, SessionToken: v.SessionToken, UserAgent: "laneway"}, nil
+}
+
+// provider loads the chain once (a failed load is tried again at the next
+// authentication). The region only matters to the chain's own calls (STS
+// for web identity): without AWS_REGION it falls back to us-east-1, whose
+// STS serves every account; the MSK signature takes its region from the
+// broker's name.
+func (c *awsChain) provider(ctx context.Context) (awssdk.CredentialsProvider, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.creds == nil {
+		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithDefaultRegion("us-east-1"))
+		if err != nil {
+			return nil, fmt.Errorf("AWS_MSK_IAM: load the AWS default credential chain: %w", err)
+		}
+		if cfg.Credentials == nil {
+			return nil, errors.New("AWS_MSK_IAM: the AWS default credential chain has no provider")
+		}
+		c.creds = cfg.Credentials
+	}
+	return c.creds, nil
 }
 
 // secret is inline, or file's content without surrounding whitespace (files

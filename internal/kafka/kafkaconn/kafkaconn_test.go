@@ -2,10 +2,15 @@ package kafkaconn
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/laneway/laneway/internal/tlsfiles/tlstest"
 )
@@ -133,11 +138,28 @@ func TestPasswordFileIsReadAtEachAuthentication(t *testing.T) {
 	}
 }
 
+// isolateAWS points the AWS SDK's default chain at nothing on this machine
+// (no shared files, no instance metadata, no credential variables), so a
+// test gives it only what it sets itself.
+func isolateAWS(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	for _, v := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("AWS_REGION", "eu-west-1")
+}
+
 func TestAWSCredentialsFromTheEnvironment(t *testing.T) {
+	isolateAWS(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAENV")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
 	t.Setenv("AWS_SESSION_TOKEN", "env-session")
-	auth, err := SASL{Mechanism: AWSMSKIAM}.awsAuth(context.Background())
+	auth, err := SASL{Mechanism: AWSMSKIAM}.awsCredentials()(context.Background())
 	if err != nil || auth.AccessKey != "AKIAENV" || auth.SecretKey != "env-secret" || auth.SessionToken != "env-session" {
 		t.Fatalf("got %+v, %v: want the AWS_* variables", auth, err)
 	}
@@ -145,8 +167,71 @@ func TestAWSCredentialsFromTheEnvironment(t *testing.T) {
 	if err := os.WriteFile(file, []byte("file-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth, err = SASL{Mechanism: AWSMSKIAM, AWSAccessKeyID: "AKIACFG", AWSSecretAccessKeyFile: file}.awsAuth(context.Background())
+	auth, err = SASL{Mechanism: AWSMSKIAM, AWSAccessKeyID: "AKIACFG", AWSSecretAccessKeyFile: file}.awsCredentials()(context.Background())
 	if err != nil || auth.AccessKey != "AKIACFG" || auth.SecretKey != "file-secret" || auth.SessionToken != "" {
 		t.Fatalf("got %+v, %v: want the configured key id and the file's secret, no session token", auth, err)
+	}
+}
+
+// TestAWSDefaultChainWithWebIdentity is MSK IAM on EKS with IRSA: no key
+// configured, a projected web identity token and a role in the
+// environment. The SDK's default chain trades the token at STS (a fake one
+// on loopback) for temporary credentials, and each authentication asks the
+// chain again: credentials that expired are replaced by fresh ones,
+// without a restart.
+func TestAWSDefaultChainWithWebIdentity(t *testing.T) {
+	isolateAWS(t)
+	var calls atomic.Int32
+	sts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "AssumeRoleWithWebIdentity" ||
+			r.Form.Get("WebIdentityToken") != "projected-token" || r.Form.Get("RoleArn") != "arn:aws:iam::123456789012:role/laneway" {
+			t.Errorf("STS got %v (%v): want AssumeRoleWithWebIdentity with the projected token and the role", r.Form, err)
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		n := calls.Add(1)
+		// Already expired: the next authentication must fetch new ones.
+		expired := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+		w.Header().Set("Content-Type", "text/xml")
+		fmt.Fprintf(w, `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>ASIAIRSA%d</AccessKeyId><SecretAccessKey>irsa-secret-%d</SecretAccessKey>
+<SessionToken>irsa-session-%d</SessionToken><Expiration>%s</Expiration></Credentials>
+<SubjectFromWebIdentityToken>system:serviceaccount:laneway:laneway</SubjectFromWebIdentityToken></AssumeRoleWithWebIdentityResult>
+<ResponseMetadata><RequestId>test</RequestId></ResponseMetadata></AssumeRoleWithWebIdentityResponse>`, n, n, n, expired)
+	}))
+	defer sts.Close()
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("projected-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", token)
+	t.Setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/laneway")
+	t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
+
+	mech := SASL{Mechanism: AWSMSKIAM}.mechanismImpl()
+	for i := 1; i <= 2; i++ {
+		_, msg, err := mech.Authenticate(context.Background(), "b-1.mycluster.abc123.c2.kafka.eu-west-1.amazonaws.com:9098")
+		if err != nil {
+			t.Fatalf("authentication %d: %v", i, err)
+		}
+		for _, want := range []string{fmt.Sprintf(`"ASIAIRSA%d/`, i), fmt.Sprintf(`"irsa-session-%d"`, i)} {
+			if !strings.Contains(string(msg), want) {
+				t.Fatalf("authentication %d: message %s, want %s in it", i, msg, want)
+			}
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("STS called %d times, want 2 (once per authentication, the credentials having expired)", n)
+	}
+}
+
+// TestAWSDefaultChainWithoutCredentials: with nothing for the chain to
+// find, the authentication fails saying so rather than signing with
+// empty keys.
+func TestAWSDefaultChainWithoutCredentials(t *testing.T) {
+	isolateAWS(t)
+	_, err := SASL{Mechanism: AWSMSKIAM}.awsCredentials()(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "default credential chain") {
+		t.Fatalf("err %v, want one naming the default credential chain", err)
 	}
 }
