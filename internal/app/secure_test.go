@@ -2,7 +2,10 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +16,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/eventsearch"
+	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
+	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/redisconn"
+	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -47,6 +55,97 @@ func TestEndToEndOverSASLSSLAndRedisTLS(t *testing.T) {
 	}
 	waitForTotal(t, f, int64(total), 3*time.Minute)
 	checkDeliveries(t, subs, expected)
+	checkDoorSearchesAndSealing(t, f, a, api, sec)
+}
+
+// checkDoorSearchesAndSealing goes on, over the same SASL_SSL connections
+// and ACLs, with what the delivery check leaves out: a GitHub request
+// captured at the inbound door, verified and forwarded to its tenant's two
+// endpoints (one takes it, one answers 413, a dead letter at once); GET
+// /v1/events and GET /v1/dead finding them; and the raw config topics,
+// read as anyone who reaches the brokers could, holding no secret in the
+// clear.
+func checkDoorSearchesAndSealing(t *testing.T, f *fleet.Fleet, a *app.App, api apiClient, sec testenv.Secure) {
+	t.Helper()
+	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	taking := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(100)})
+	refusing := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(101)})
+	recv, err := f.Add(100, taking.Secret, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
+	if err == nil {
+		_, err = f.Add(101, refusing.Secret, func(w http.ResponseWriter, _ *http.Request, _ int) {
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	base := "http://" + a.HTTPAddr()
+	sourceSecret := createGitHubSource(t, base, "gh-secure")
+	body := []byte(`{"ref":"refs/heads/main","repository":{"full_name":"acme/app"}}`)
+	if code := postGitHub(t, base+"/in/gh-secure", sourceSecret, body, http.Header{"X-Github-Delivery": {"secure-1"}}); code != http.StatusAccepted {
+		t.Fatalf("POST /in/gh-secure: %d, want 202", code)
+	}
+	waitInboundStatus(t, api, "gh-secure", inbound.StatusVerified)
+	deadline := time.After(time.Minute)
+	for len(recv.Receipts()) == 0 {
+		select {
+		case <-f.Changed():
+		case <-deadline:
+			t.Fatal("the verified GitHub request was not delivered to its tenant's endpoint within a minute")
+		}
+	}
+	if bad := recv.BadSignatures(); bad != 0 {
+		t.Errorf("%d deliveries of the forwarded request failed signature verification", bad)
+	}
+
+	for _, l := range waitDeadLetters(t, api, refusing.ID, 1) {
+		if l.Reason != event.ReasonTooLarge {
+			t.Errorf("dead letter %s: reason %q, want %s", l.ID, l.Reason, event.ReasonTooLarge)
+		}
+	}
+	q := url.Values{"tenant": {"acme"}, "since": {since}}
+	code, out := api.do("GET", "/v1/events?"+q.Encode(), nil)
+	var page eventsearch.Page
+	if code != http.StatusOK || json.Unmarshal(out, &page) != nil || len(page.Events) != 1 {
+		t.Errorf("GET /v1/events?%s: %d %s; want the one forwarded event", q.Encode(), code, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tc := a.Topics()
+	for topic, secrets := range map[string][]string{tc.Endpoints: {taking.Secret, refusing.Secret}, tc.Sources: {sourceSecret}} {
+		for key, keyID := range testenv.SealedKeyIDs(ctx, t, sec.AdminBrokers, topic, secrets...) {
+			if keyID == secretbox.Plaintext {
+				t.Errorf("%s: the secrets of %s are in plaintext", topic, key)
+			}
+		}
+	}
+}
+
+// waitInboundStatus polls the source's captured requests until one has the
+// status.
+func waitInboundStatus(t *testing.T, api apiClient, source, status string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out := api.do("GET", "/v1/inbound/requests?source="+source, nil)
+		var page struct {
+			Data []struct{ Status string }
+		}
+		if code != http.StatusOK || json.Unmarshal(out, &page) != nil {
+			t.Fatalf("GET /v1/inbound/requests: %d %s", code, out)
+		}
+		for _, r := range page.Data {
+			if r.Status == status {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no request of %s is %s after a minute: %s", source, status, out)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the API: captures have no change feed
+	}
 }
 
 // acl is one line of the ACL table in docs/deploy.md: operations on
