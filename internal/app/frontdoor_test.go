@@ -111,6 +111,14 @@ func TestServerLimitsCutTricklesAndHugeHeaders(t *testing.T) {
 		t.Errorf("%d requests stored after the 500 KB header, want 0", n)
 	}
 
+	t.Run("an idle keep-alive connection is closed after IdleTimeout", func(t *testing.T) {
+		// A server of its own: ReadTimeout, when IdleTimeout is unset,
+		// would bound the idle wait too. Here it keeps its 30 s default.
+		a := startApp(t, testenv.Embedded, func(c *app.Config) { c.HTTPLimits.IdleTimeout = time.Second })
+		secret := createGitHubSource(t, "http://"+a.HTTPAddr(), "gh")
+		checkIdleConnectionClosed(t, a.HTTPAddr(), secret, 10*time.Second)
+	})
+
 	// Trickle: announce 100 KB, send a byte every 100 ms. The test's own
 	// deadline (20 s) is far above the server's 1 s.
 	conn, err := net.Dial("tcp", a.HTTPAddr())
@@ -136,6 +144,41 @@ func TestServerLimitsCutTricklesAndHugeHeaders(t *testing.T) {
 		case <-tick.C:
 			_, _ = conn.Write([]byte("x")) // fails once the server has cut us; closed then follows
 		}
+	}
+}
+
+// checkIdleConnectionClosed sends one signed request to the door on a
+// keep-alive connection, reads its answer, then idles: the server must
+// close the connection within limit.
+func checkIdleConnectionClosed(t *testing.T, addr, secret string, limit time.Duration) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"repository":{"full_name":"acme/app"}}`
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	fmt.Fprintf(conn, "POST /in/gh HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: push\r\nX-Hub-Signature-256: sha256=%s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hex.EncodeToString(mac.Sum(nil)), len(body), body)
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || resp.Close {
+		t.Fatalf("POST /in/gh: %d (close %v), want 202 on a connection kept alive", resp.StatusCode, resp.Close)
+	}
+	idleFrom := time.Now()
+	if err := conn.SetReadDeadline(idleFrom.Add(limit)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("after %s idle: %v, want the server to have closed the connection (EOF) within %s",
+			time.Since(idleFrom).Round(time.Millisecond), err, limit)
 	}
 }
 

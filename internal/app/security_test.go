@@ -3,7 +3,9 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,12 +83,35 @@ func TestAdminTokenFileWithTwoTokens(t *testing.T) {
 // authentication; listening on every interface would hand its topics,
 // endpoint secrets included, to the network.
 func TestEmbeddedKafkaBeyondLoopbackIsRefused(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
-		err := startErr(t, app.Config{HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: addr, Logger: testLogger()})
-		if err == nil || !strings.Contains(err.Error(), "--embedded-kafka-allow-remote") {
-			t.Errorf("embedded kafka on %s: Start = %v, want a refusal naming --embedded-kafka-allow-remote", addr, err)
+	lan, lanErr := lanAddress()
+	for name, addr := range map[string]string{"0.0.0.0": "0.0.0.0:0", "empty host": ":0", "[::]": "[::]:0", "LAN address": lan} {
+		t.Run(name, func(t *testing.T) {
+			if addr == "" {
+				t.Skipf("this machine has no non-loopback address to try (%v)", lanErr)
+			}
+			err := startErr(t, app.Config{HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: addr, Logger: testLogger()})
+			if err == nil || !strings.Contains(err.Error(), "--embedded-kafka-allow-remote") {
+				t.Errorf("embedded kafka on %s: Start = %v, want a refusal naming --embedded-kafka-allow-remote", addr, err)
+			}
+		})
+	}
+}
+
+// lanAddress is host:0 for one of this machine's own addresses beyond
+// loopback (not link-local either: a LAN or public address), or "" when it
+// has none.
+func lanAddress() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		ipnet, ok := a.(*net.IPNet)
+		if ok && ipnet.IP.IsGlobalUnicast() {
+			return net.JoinHostPort(ipnet.IP.String(), "0"), nil
 		}
 	}
+	return "", fmt.Errorf("interface addresses %v", addrs)
 }
 
 // TestEmbeddedKafkaBeyondLoopbackWhenAllowedWarns: the explicit opt-in
