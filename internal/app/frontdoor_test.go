@@ -75,9 +75,25 @@ func TestMetricsOnAPublicDoorListenerHaveNoSourceIDs(t *testing.T) {
 // metricsAs GETs base/metrics, with the admin token when one is given.
 func metricsAs(t *testing.T, base, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	resp := doAs(t, http.MethodGet, base+"/metrics", token, nil)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// doAs sends a request with the admin token (none when empty) and a JSON
+// body (when not nil); the caller closes the response body.
+func doAs(t *testing.T, method, url, token string, body io.Reader) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -86,12 +102,7 @@ func metricsAs(t *testing.T, base, token string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return resp
 }
 
 // TestServerLimitsCutTricklesAndHugeHeaders is the attack on the server:
@@ -201,19 +212,8 @@ func createGitHubSource(t *testing.T, base, id string) string {
 // when empty) and returns its secret.
 func createGitHubSourceAs(t *testing.T, base, token, id string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/inbound/sources",
+	resp := doAs(t, http.MethodPost, base+"/v1/inbound/sources", token,
 		strings.NewReader(`{"id":"`+id+`","kind":"github","tenant":"acme"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer resp.Body.Close()
 	var out struct{ Secret string }
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated || out.Secret == "" {

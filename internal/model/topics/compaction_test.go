@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // TestAlignConfigTopicsFixesOlderTopics: config topics an older Laneway
@@ -22,36 +21,20 @@ import (
 // dirty ratio, tombstones kept a day) get the settings that forget a
 // rotated secret within hours; a second pass alters nothing.
 func TestAlignConfigTopicsFixesOlderTopics(t *testing.T) {
-	bs := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		bs = append(bs, b)
-	}
-	for _, b := range bs {
-		t.Run(b.Name, func(t *testing.T) {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			c := topics.Config{Partitions: 1}.WithPrefix(testenv.Unique("align")).WithDefaults()
-			createOlderConfigTopics(ctx, t, adm, c)
-
-			altered, err := topics.AlignConfigTopics(ctx, adm, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(altered) != 2 {
-				t.Errorf("altered %v, want both config topics", altered)
-			}
-			checkCompacted(ctx, t, adm, c.Endpoints, c.Sources)
-			if altered, err := topics.AlignConfigTopics(ctx, adm, c); err != nil || len(altered) != 0 {
-				t.Errorf("second pass: altered %v, err %v; want nothing", altered, err)
-			}
-		})
-	}
+	eachBackend(t, "align", func(ctx context.Context, t *testing.T, adm *kadm.Client, c topics.Config) {
+		createOlderConfigTopics(ctx, t, adm, c)
+		altered, err := topics.AlignConfigTopics(ctx, adm, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(altered) != 2 {
+			t.Errorf("altered %v, want both config topics", altered)
+		}
+		checkCompacted(ctx, t, adm, c.Endpoints, c.Sources)
+		if altered, err := topics.AlignConfigTopics(ctx, adm, c); err != nil || len(altered) != 0 {
+			t.Errorf("second pass: altered %v, err %v; want nothing", altered, err)
+		}
+	})
 }
 
 // createOlderConfigTopics creates c's config topics as an older Laneway
@@ -66,29 +49,6 @@ func createOlderConfigTopics(ctx context.Context, t *testing.T, adm *kadm.Client
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", name, err)
-		}
-	}
-}
-
-// checkCompacted fails t unless every topic named holds CompactedConfigs.
-func checkCompacted(ctx context.Context, t *testing.T, adm *kadm.Client, names ...string) {
-	t.Helper()
-	described, err := adm.DescribeTopicConfigs(ctx, names...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rc := range described {
-		if rc.Err != nil {
-			t.Fatalf("%s: %v", rc.Name, rc.Err)
-		}
-		got := map[string]string{}
-		for _, cfg := range rc.Configs {
-			got[cfg.Key] = cfg.MaybeValue()
-		}
-		for k, want := range topics.CompactedConfigs {
-			if got[k] != want {
-				t.Errorf("%s: %s = %q, want %q", rc.Name, k, got[k], want)
-			}
 		}
 	}
 }

@@ -16,6 +16,17 @@ import (
 // topics (which hold sealed secrets) are created with the settings that
 // compact a replaced or deleted value away within hours.
 func TestConfigTopicsForgetSupersededValuesWithinHours(t *testing.T) {
+	eachBackend(t, "topics", func(ctx context.Context, t *testing.T, adm *kadm.Client, c topics.Config) {
+		if err := topics.Ensure(ctx, adm, c); err != nil {
+			t.Fatal(err)
+		}
+		checkCompacted(ctx, t, adm, c.Endpoints, c.Sources)
+	})
+}
+
+// eachBackend runs fn as a subtest on kfake and, when configured, the real
+// broker, with an admin client and topics named after prefix.
+func eachBackend(t *testing.T, prefix string, fn func(ctx context.Context, t *testing.T, adm *kadm.Client, c topics.Config)) {
 	bs := []testenv.Backend{testenv.Kfake(t)}
 	if b, ok := testenv.RealKafka(); ok {
 		bs = append(bs, b)
@@ -27,31 +38,32 @@ func TestConfigTopicsForgetSupersededValuesWithinHours(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			adm := kadm.NewClient(cl)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c := topics.Config{Partitions: 1}.WithPrefix(testenv.Unique("topics")).WithDefaults()
-			if err := topics.Ensure(ctx, adm, c); err != nil {
-				t.Fatal(err)
-			}
-			described, err := adm.DescribeTopicConfigs(ctx, c.Endpoints, c.Sources)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, rc := range described {
-				if rc.Err != nil {
-					t.Fatalf("%s: %v", rc.Name, rc.Err)
-				}
-				got := map[string]string{}
-				for _, cfg := range rc.Configs {
-					got[cfg.Key] = cfg.MaybeValue()
-				}
-				for k, want := range topics.CompactedConfigs {
-					if got[k] != want {
-						t.Errorf("%s: %s = %q, want %q", rc.Name, k, got[k], want)
-					}
-				}
-			}
+			fn(ctx, t, kadm.NewClient(cl), topics.Config{Partitions: 1}.WithPrefix(testenv.Unique(prefix)).WithDefaults())
 		})
+	}
+}
+
+// checkCompacted fails t unless every topic named holds CompactedConfigs.
+func checkCompacted(ctx context.Context, t *testing.T, adm *kadm.Client, names ...string) {
+	t.Helper()
+	described, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range described {
+		if rc.Err != nil {
+			t.Fatalf("%s: %v", rc.Name, rc.Err)
+		}
+		got := map[string]string{}
+		for _, cfg := range rc.Configs {
+			got[cfg.Key] = cfg.MaybeValue()
+		}
+		for k, want := range topics.CompactedConfigs {
+			if got[k] != want {
+				t.Errorf("%s: %s = %q, want %q", rc.Name, k, got[k], want)
+			}
+		}
 	}
 }
