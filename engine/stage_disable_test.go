@@ -258,6 +258,99 @@ func TestGoneForADeletedEndpointDoesNotResurrectIt(t *testing.T) {
 	})
 }
 
+// TestFailedDisableDoesNotMisclassifyLaterFailures answers 410 to one
+// delivery while the endpoint store cannot write (issue #13, item 15): the
+// disable fails, and is tried again until it lands. Meanwhile the endpoint
+// is still active, so the lane's later deliveries are attempted and their
+// failures end as what they are (max_attempts after 5 answers of 503),
+// never as endpoint_disabled. Once the store writes again the disable
+// lands (once, with the 410's reason), and only then do the endpoint's
+// deliveries die as endpoint_disabled, without a request.
+func TestFailedDisableDoesNotMisclassifyLaterFailures(t *testing.T) {
+	stageBackends(t, 1, func(t *testing.T, r *stageRig) {
+		rc := newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
+			if req.Header.Get("webhook-id") == "evt-gone" {
+				w.WriteHeader(http.StatusGone)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+		eps := newFakeEndpoints(testEndpoint("ep-1", rc.URL("/ep-1")))
+		var storeDown atomic.Bool
+		storeDown.Store(true)
+		eps.disableFails = func() error {
+			if storeDown.Load() {
+				return errors.New("endpoint store unavailable")
+			}
+			return nil
+		}
+		failedDisables := func() int {
+			calls, _ := eps.calls()
+			n := 0
+			for _, c := range calls {
+				if c.err != nil {
+					n++
+				}
+			}
+			return n
+		}
+		s := r.startStage(stageOpts{endpoints: eps})
+		s.waitOwned(t, 0)
+		r.produce(0, testDelivery("evt-gone", "ep-1", "order:gone", 1))
+		waitCond(t, 30*time.Second, "the 410's disable to fail", func() (bool, string) {
+			return failedDisables() >= 1, fmt.Sprintf("%d failed Disable calls", failedDisables())
+		})
+
+		r.produce(0, testDelivery("evt-2", "ep-1", "order:2", 1), testDelivery("evt-3", "ep-1", "order:3", 1))
+		letters := r.waitDeadLetters(30*time.Second, "the 410's and the later failures' dead letters", hasLetters(
+			"evt-gone:ep-1", event.ReasonGone, "evt-2:ep-1", event.ReasonMaxAttempts, "evt-3:ep-1", event.ReasonMaxAttempts))
+		for _, l := range letters {
+			if l.Reason == event.ReasonEndpointDisabled {
+				t.Fatalf("dead letter %s is endpoint_disabled while the endpoint is active: %s", l.ID, describeLetters(letters))
+			}
+		}
+		for _, id := range []string{"evt-2", "evt-3"} {
+			if got := rc.answered(id, http.StatusServiceUnavailable); got != 5 {
+				t.Fatalf("%s was attempted %d times, want the retry policy's 5", id, got)
+			}
+		}
+		if e, _ := eps.Get("ep-1"); e.Status != endpoint.StatusActive {
+			t.Fatalf("ep-1 is %s with every Disable failed", e.Status)
+		}
+
+		waitCond(t, 30*time.Second, "the failed disable to be tried again", func() (bool, string) {
+			return failedDisables() >= 2, fmt.Sprintf("%d failed Disable calls", failedDisables())
+		})
+		storeDown.Store(false)
+		waitCond(t, 30*time.Second, "the disable to land", func() (bool, string) {
+			e, _ := eps.Get("ep-1")
+			return e.Status == endpoint.StatusDisabled, string(e.Status)
+		})
+		calls, puts := eps.calls()
+		if len(puts) != 0 {
+			t.Fatalf("the stage wrote whole endpoints back (Put): %+v", puts)
+		}
+		landed := 0
+		for _, c := range calls {
+			if c.id != "ep-1" || !strings.Contains(c.reason, "410") {
+				t.Fatalf("Disable call %+v, want ep-1 with the 410's reason", c)
+			}
+			if c.err == nil {
+				landed++
+			}
+		}
+		if landed != 1 {
+			t.Fatalf("%d Disable calls landed, want 1: %+v", landed, calls)
+		}
+
+		r.produce(0, testDelivery("evt-4", "ep-1", "order:4", 1))
+		r.waitDeadLetters(30*time.Second, "the disabled endpoint's dead letter", hasLetters("evt-4:ep-1", event.ReasonEndpointDisabled))
+		if got := rc.answered("evt-4", http.StatusServiceUnavailable); got != 0 {
+			t.Fatalf("evt-4 was attempted %d times after the endpoint was disabled", got)
+		}
+	})
+}
+
 // goneReceiver answers 410 on /gone (the first request once proceed is
 // closed, when it is not nil) and 200 elsewhere.
 func goneReceiver(t *testing.T, proceed chan struct{}) *receiver {

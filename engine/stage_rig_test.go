@@ -430,6 +430,9 @@ type fakeEndpoints struct {
 	// beforeDisable, if set, runs at the start of Disable (under no lock):
 	// a concurrent writer acting between the engine's read and its write.
 	beforeDisable func(id string)
+	// disableFails, if set, is asked before each Disable: an error fails
+	// the write (the store unavailable) and leaves the endpoint as it is.
+	disableFails func() error
 }
 
 type disableCall struct {
@@ -462,7 +465,11 @@ func (f *fakeEndpoints) Disable(_ context.Context, id, reason string, at time.Ti
 	defer f.mu.Unlock()
 	call := disableCall{id: id, reason: reason, at: at}
 	e, ok := f.eps[id]
+	if f.disableFails != nil {
+		call.err = f.disableFails()
+	}
 	switch {
+	case call.err != nil:
 	case !ok:
 		call.err = endpoint.ErrNotFound
 	case e.Status != endpoint.StatusDisabled:
