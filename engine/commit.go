@@ -19,7 +19,7 @@ import (
 func (s *DeliveryStage) commit() {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	s.commitPartitions(s.ctx, s.client, s.ownedPartitions())
+	_ = s.commitPartitions(s.ctx, s.client, s.ownedPartitions()) // logged; retried on the next round
 }
 
 // commitPartitions commits, for each partition that moved, the deliveries
@@ -28,8 +28,10 @@ func (s *DeliveryStage) commit() {
 // so a zombie never moves the next owner's parked progress. The parked
 // commit is then mirrored under the memberless parked group, for lag
 // tooling only: assignment reads it just when the deliveries commit holds
-// no progress (one written before progress moved into it).
-func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds []*driven) {
+// no progress (one written before progress moved into it). It returns the
+// deliveries commit's error (logged here), nil when it landed or nothing
+// moved.
+func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds []*driven) error {
 	commits := map[int32]partition.Commit{}
 	for _, d := range ds {
 		d.do(func(o *partition.Owner) {
@@ -39,12 +41,13 @@ func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds
 		})
 	}
 	if len(commits) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if !s.commitDeliveries(ctx, cl, commits) {
-		return
+	if err := s.commitDeliveries(ctx, cl, commits); err != nil {
+		s.cfg.Logger.Warn("deliveries commit failed; will retry", "err", err)
+		return err
 	}
 	parked := kadm.Offsets{}
 	for _, d := range ds {
@@ -55,9 +58,12 @@ func (s *DeliveryStage) commitPartitions(ctx context.Context, cl *kgo.Client, ds
 		}
 	}
 	s.mirrorParked(ctx, parked)
+	return nil
 }
 
-func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, commits map[int32]partition.Commit) bool {
+// commitDeliveries commits the watermarks with their parked progress as
+// metadata, under cl's group generation and member id.
+func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, commits map[int32]partition.Commit) error {
 	offsets := make(map[int32]kgo.EpochOffset, len(commits))
 	for p, c := range commits {
 		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: c.Deliveries}
@@ -78,11 +84,7 @@ func (s *DeliveryStage) commitDeliveries(ctx context.Context, cl *kgo.Client, co
 	cl.CommitOffsetsSync(ctx, all, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = firstCommitError(resp, err)
 	})
-	if commitErr != nil {
-		s.cfg.Logger.Warn("deliveries commit failed; will retry", "err", commitErr)
-		return false
-	}
-	return true
+	return commitErr
 }
 
 // mirrorParked commits the parked offsets under the parked group, where

@@ -144,7 +144,7 @@ func (s *DeliveryStage) Stop(context.Context) error {
 		s.loopCancel()
 	}
 	s.loops.Wait()
-	s.release(context.Background(), s.client, s.ownedIDs(), true)
+	s.releaseRevoked(context.Background(), s.client, s.ownedIDs())
 	s.cancel()
 	s.client.Close()
 	s.readerClient.Close()

@@ -27,6 +27,9 @@ import (
 type driven struct {
 	s  *DeliveryStage
 	id int32
+	// member is the group member id the partition was assigned under: a
+	// revoke under another one is a loss (see releaseRevoked).
+	member string
 
 	mu    sync.Mutex
 	owner *partition.Owner
@@ -364,10 +367,16 @@ func (d *driven) appendToFeed(a *partition.Attempt, body []byte) deliver.Result 
 	return res
 }
 
-// awaitIdle waits until the stopped owner has nothing out or deadline.
-// Attempts still running then are canceled: they end as Canceled, counted
-// nowhere, and the next owner makes them again.
+// awaitIdle waits until the stopped owner has nothing out or deadline (a
+// deadline already past: a lost partition's). Attempts still running then
+// are canceled: they end as Canceled, counted nowhere, and the next owner
+// makes them again.
 func (d *driven) awaitIdle(deadline time.Time) {
+	select {
+	case <-d.idle:
+		return
+	default:
+	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -375,7 +384,7 @@ func (d *driven) awaitIdle(deadline time.Time) {
 		return
 	case <-timer.C:
 	}
-	d.s.cfg.Logger.Warn("attempts or produces still out at the revoke deadline; canceling attempts", "partition", d.id)
+	d.s.cfg.Logger.Warn("attempts or produces still out at the release deadline; canceling attempts", "partition", d.id)
 	d.cancelAttempt()
 	d.attempts.Wait() // a canceled attempt returns at once
 }

@@ -38,6 +38,7 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 			s.cfg.Logger.Error("cannot own deliveries partition", "partition", p, "err", err)
 			continue
 		}
+		d.member, _ = cl.GroupMetadata()
 		s.mu.Lock()
 		s.parts[p] = d
 		s.mu.Unlock()
@@ -150,20 +151,49 @@ func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string,
 }
 
 func (s *DeliveryStage) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	s.release(ctx, cl, revoked[s.cfg.Topics.Deliveries], true)
+	s.releaseRevoked(ctx, cl, revoked[s.cfg.Topics.Deliveries])
 }
 
-// onLost drops the partitions without committing: another member may own
-// them already, and a commit from us could move its progress backwards.
+// releaseRevoked gives up revoked partitions. Those taken over under an
+// earlier member id are lost, not revoked: the group dropped this member
+// meanwhile (a session expiry, a poll loop stuck past the rebalance
+// timeout), another member may have owned them since, and franz-go, which
+// rejoins after a commit fails with UNKNOWN_MEMBER_ID, revokes them only
+// once the member has joined again, when a commit would be accepted
+// under the new generation and move the other owner's progress backwards.
+func (s *DeliveryStage) releaseRevoked(ctx context.Context, cl *kgo.Client, parts []int32) {
+	member, _ := cl.GroupMetadata()
+	var revoked, lost []int32
+	for _, p := range parts {
+		if d := s.owned(p); d != nil && d.member != member {
+			lost = append(lost, p)
+		} else {
+			revoked = append(revoked, p)
+		}
+	}
+	if len(lost) > 0 {
+		s.cfg.Logger.Warn("revoked partitions were taken over under an earlier group membership; releasing them as lost",
+			"partitions", lost)
+		s.release(ctx, cl, lost, true)
+	}
+	s.release(ctx, cl, revoked, false)
+}
+
+// onLost drops the partitions without committing, and cancels their
+// attempts at once: another member may own them already (it may be
+// delivering their entities now), and a commit from us could move its
+// progress backwards (the group refuses it anyway).
 func (s *DeliveryStage) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
-	s.release(ctx, cl, lost[s.cfg.Topics.Deliveries], false)
+	s.release(ctx, cl, lost[s.cfg.Topics.Deliveries], true)
 }
 
 // release gives partitions up: unstarted tasks are dropped (the next owner
-// reads them again from the committed watermark), in-flight attempts are
-// awaited, and canceled at RevokeTimeout, so two owners never deliver the
-// same entity at once; then the watermarks are committed if commit is set.
-func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int32, commit bool) {
+// reads them again from the committed watermark). On a revoke or Stop,
+// in-flight attempts are awaited, and canceled at RevokeTimeout, so two
+// owners never deliver the same entity at once; then the watermarks are
+// committed. A lost partition's attempts are canceled at once (they end as
+// Canceled, counted nowhere) and nothing is committed.
+func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int32, lost bool) {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	var gone []*driven
@@ -180,18 +210,21 @@ func (s *DeliveryStage) release(ctx context.Context, cl *kgo.Client, parts []int
 		d.resumeFetch(cl)
 	}
 	deadline := time.Now().Add(s.cfg.RevokeTimeout)
+	if lost {
+		deadline = time.Now() // nothing may finish: the next owner may be at work
+	}
 	for _, d := range gone {
 		d.awaitIdle(deadline)
 		if s.cfg.Ownership != nil {
 			s.cfg.Ownership.Released(d.id, deadline)
 		}
 	}
-	if commit {
-		s.commitPartitions(ctx, cl, gone)
+	if !lost {
+		_ = s.commitPartitions(ctx, cl, gone) // a failure is logged; the next owner replays from the last commit
 	}
-	s.handOverBreakers(ctx, gone, commit)
+	s.handOverBreakers(ctx, gone, !lost)
 	for _, d := range gone {
-		s.cfg.Logger.Info("deliveries partition released", "partition", d.id, "committed", commit)
+		s.cfg.Logger.Info("deliveries partition released", "partition", d.id, "committed", !lost)
 		s.emit(Event{Kind: EventReleased, Partition: d.id})
 	}
 }

@@ -98,28 +98,7 @@ func TestStopReturnsWhileKafkaIsUnreachable(t *testing.T) {
 func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 	const attemptTimeout, revokeTimeout = 30 * time.Second, time.Second
 	tweak := func(c *DeliveryConfig) { c.AttemptTimeout, c.RevokeTimeout = attemptTimeout, revokeTimeout }
-	// holdFirst holds the first attempt of every delivery until its request
-	// ends (a canceled attempt closes the connection) and answers 200 to
-	// every later one.
-	holdFirst := func(t *testing.T) *receiver {
-		var mu sync.Mutex
-		seen := map[string]bool{}
-		return newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
-			id := req.Header.Get("webhook-id")
-			mu.Lock()
-			first := !seen[id]
-			seen[id] = true
-			mu.Unlock()
-			if first {
-				select {
-				case <-req.Context().Done():
-					return
-				case <-time.After(2 * attemptTimeout):
-				}
-			}
-			w.WriteHeader(http.StatusOK)
-		})
-	}
+	holdFirst := func(t *testing.T) *receiver { return holdFirstReceiver(t, 2*attemptTimeout) }
 
 	t.Run("stop", func(t *testing.T) {
 		stageBackends(t, 1, func(t *testing.T, r *stageRig) {
@@ -193,6 +172,29 @@ func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 				t.Fatalf("the new owner fed its breaker %v, want the one success of ep-%d", rec, moved)
 			}
 		})
+	})
+}
+
+// holdFirstReceiver holds the first attempt of every delivery until its
+// request ends (a canceled attempt closes the connection) or hold passes,
+// and answers 200 to every later one.
+func holdFirstReceiver(t *testing.T, hold time.Duration) *receiver {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
+		id := req.Header.Get("webhook-id")
+		mu.Lock()
+		first := !seen[id]
+		seen[id] = true
+		mu.Unlock()
+		if first {
+			select {
+			case <-req.Context().Done():
+				return
+			case <-time.After(hold):
+			}
+		}
+		w.WriteHeader(http.StatusOK)
 	})
 }
 
