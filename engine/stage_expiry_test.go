@@ -18,7 +18,8 @@ import (
 // (laneway_parked_expired_offsets_total stays 0), and the commit passes
 // them all. The parked window (4) is smaller than the backlog (10), so
 // records beyond it die unread too. The stage's clock is moved past
-// max_age once the backlog is parked, so no wait races the parking.
+// max_age (10 minutes here) once the backlog is parked, so no wait races
+// the parking.
 func TestPausedPushEndpointBacklogExpires(t *testing.T) {
 	stageBackends(t, 1, func(t *testing.T, r *stageRig) {
 		rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusOK) })
@@ -28,6 +29,7 @@ func TestPausedPushEndpointBacklogExpires(t *testing.T) {
 		s := r.startStage(stageOpts{endpoints: newFakeEndpoints(ep), tweak: func(c *DeliveryConfig) {
 			c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 			c.ParkedWindow = 4
+			c.Retry.MaxAge = 10 * time.Minute
 		}})
 		s.waitOwned(t, 0)
 		const n = 10
@@ -46,7 +48,9 @@ func TestPausedPushEndpointBacklogExpires(t *testing.T) {
 			t.Fatalf("dead letters before max_age passed: %s", describeLetters(got))
 		}
 
-		skew.Store(int64(2 * time.Hour)) // the rig's max_age is an hour
+		// Past max_age, and within the broker's tolerance of timestamps
+		// in the future (an hour by default), which the dead letters carry.
+		skew.Store(int64(20 * time.Minute))
 		letters := r.waitDeadLetters(time.Minute, "every parked delivery's max_age dead letter", hasLetters(want...))
 		if len(letters) != n {
 			t.Fatalf("dead letters %s, want %d, one per delivery", describeLetters(letters), n)
