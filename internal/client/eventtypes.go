@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/event"
 )
 
@@ -79,57 +81,26 @@ type DeadPage = Page[DeadLetter]
 
 // RedriveRequest selects dead letters to redrive: IDs, or every letter of
 // EndpointID (optionally of one Reason) between Since and Until.
-type RedriveRequest struct {
-	IDs        []string   `json:"ids,omitempty"`
-	EndpointID string     `json:"endpoint_id,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
-	Since      *time.Time `json:"since,omitempty"`
-	Until      *time.Time `json:"until,omitempty"`
-}
+type RedriveRequest = wire.RedriveRequest
 
 // Redrive job states.
 const (
-	RedriveRunning = "running"
-	RedriveDone    = "done"
-	RedriveFailed  = "failed"
+	RedriveRunning = jobrecord.StatusRunning
+	RedriveDone    = jobrecord.StatusDone
+	RedriveFailed  = jobrecord.StatusFailed
 )
 
-// RedriveJob is a redrive's progress.
+// RedriveJob is a redrive's progress (see wire.RedriveJob); Finished
+// reports whether it is done or failed, Handled counts the matched letters
+// it has dealt with.
 type RedriveJob struct {
-	ID              string          `json:"id"`
-	Status          string          `json:"status"`
-	Request         RedriveRequest  `json:"request"`
-	Until           time.Time       `json:"until"`
-	Scanned         int64           `json:"scanned"`
-	Matched         int64           `json:"matched"`
-	Redriven        int64           `json:"redriven"`
-	Skipped         int64           `json:"skipped"`
-	AlreadyRedriven int64           `json:"already_redriven"`
-	Error           string          `json:"error,omitempty"`
-	StartedAt       time.Time       `json:"started_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	Raw             json.RawMessage `json:"-"`
+	wire.RedriveJob
+	Raw json.RawMessage `json:"-"`
 }
-
-// Finished reports whether the job is done or failed.
-func (j RedriveJob) Finished() bool { return j.Status == RedriveDone || j.Status == RedriveFailed }
-
-// Handled counts the matched letters the job has dealt with.
-func (j RedriveJob) Handled() int64 { return j.Redriven + j.Skipped + j.AlreadyRedriven }
 
 // PlatformHealth is GET /v1/health.
 type PlatformHealth struct {
-	OldestPendingAgeSeconds        float64 `json:"oldest_pending_age_seconds"`
-	HealthyOldestPendingAgeSeconds float64 `json:"healthy_oldest_pending_age_seconds"`
-	MostBehindEndpointID           string  `json:"most_behind_endpoint_id"`
-	Endpoints                      struct {
-		Total       int `json:"total"`
-		Disabled    int `json:"disabled"`
-		Paused      int `json:"paused"`
-		Parked      int `json:"parked"`
-		BreakerOpen int `json:"breaker_open"`
-	} `json:"endpoints"`
+	wire.PlatformHealth
 	Raw json.RawMessage `json:"-"`
 }
 

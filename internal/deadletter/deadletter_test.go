@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"
@@ -260,8 +261,11 @@ func TestRedriveResumesAJobWhoseRunnerWentAway(t *testing.T) {
 	if _, err := first.redrive(ctx, page.Letters); err != nil {
 		t.Fatal(err)
 	}
-	id := jobID(req.normalised(), "")
-	first.save(ctx, Job{ID: id, Status: StatusRunning, Request: req, Until: t0.Add(time.Hour), Matched: 100, Redriven: 100, Cursor: page.Next})
+	id := jobID(normalised(req), "")
+	first.save(ctx, Job{
+		Head:     jobrecord.Head[Request]{ID: id, Status: StatusRunning, Request: req, Until: t0.Add(time.Hour), Matched: 100},
+		Redriven: 100, Tail: jobrecord.Tail{Cursor: page.Next},
+	})
 
 	job, created, err := f.redriver(t, nil).Submit(ctx, req, "")
 	if err != nil || !created || job.ID != id {
@@ -287,11 +291,11 @@ func TestRequestValidation(t *testing.T) {
 		{IDs: make([]string, MaxRequestIDs+1)},
 	} {
 		var re *RequestError
-		if err := req.Validate(); !errors.As(err, &re) {
+		if err := Validate(req); !errors.As(err, &re) {
 			t.Errorf("%+v: err %v, want a RequestError", req, err)
 		}
 	}
-	if err := (&Request{EndpointID: "ep", Since: &before, Until: &now}).Validate(); err != nil {
+	if err := Validate(Request{EndpointID: "ep", Since: &before, Until: &now}); err != nil {
 		t.Errorf("valid request refused: %v", err)
 	}
 }

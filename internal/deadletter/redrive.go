@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
@@ -29,13 +30,7 @@ const MaxRequestIDs = 10_000
 
 // Request says which dead letters to redrive: the listed ids, or every
 // letter of one endpoint in a time range (optionally of one reason).
-type Request struct {
-	IDs        []string   `json:"ids,omitempty"`
-	EndpointID string     `json:"endpoint_id,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
-	Since      *time.Time `json:"since,omitempty"`
-	Until      *time.Time `json:"until,omitempty"`
-}
+type Request = wire.RedriveRequest
 
 // RequestError says why a request was refused.
 type RequestError struct{ Reason string }
@@ -43,7 +38,7 @@ type RequestError struct{ Reason string }
 func (e *RequestError) Error() string { return "invalid redrive request: " + e.Reason }
 
 // Validate checks the request's shape.
-func (r *Request) Validate() error {
+func Validate(r Request) error {
 	switch {
 	case len(r.IDs) == 0 && r.EndpointID == "":
 		return &RequestError{"give ids, or endpoint_id with an optional since/until"}
@@ -64,36 +59,14 @@ func (r *Request) Validate() error {
 
 // normalised sorts and de-duplicates ids and puts times in UTC, so that the
 // same request always has the same job id.
-func (r Request) normalised() Request {
+func normalised(r Request) Request {
 	r.IDs = jobs.SortIDs(r.IDs)
 	r.Since, r.Until = jobs.UTC(r.Since), jobs.UTC(r.Until)
 	return r
 }
 
-// Job is a redrive's progress.
-type Job struct {
-	ID      string  `json:"id"`
-	Status  string  `json:"status"`
-	Request Request `json:"request"`
-	// Until is the end of the range fixed at submission (now, when the
-	// request gave none), so a resumed job covers the same letters.
-	Until time.Time `json:"until"`
-	// Scanned counts dead-topic records examined; Matched the letters the
-	// request selected; Redriven those written back to the deliveries
-	// topic; Skipped those that cannot be redriven (no delivery, endpoint
-	// deleted or disabled); AlreadyRedriven those an earlier redrive sent.
-	Scanned         int64      `json:"scanned"`
-	Matched         int64      `json:"matched"`
-	Redriven        int64      `json:"redriven"`
-	Skipped         int64      `json:"skipped"`
-	AlreadyRedriven int64      `json:"already_redriven"`
-	Error           string     `json:"error,omitempty"`
-	StartedAt       time.Time  `json:"started_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	// Cursor is where a resumed job continues.
-	Cursor string `json:"cursor,omitempty"`
-}
+// Job is a redrive's progress, as the API shows it and Redis stores it.
+type Job = wire.RedriveJob
 
 // Endpoints tells whether a letter's endpoint can take deliveries.
 type Endpoints interface {
@@ -158,8 +131,10 @@ func (c *Config) setDefaults() error {
 // survive the process: a repeated request for a job whose runner went away
 // resumes it from its last saved cursor.
 type Redriver struct {
-	runner *jobs.Runner[Request, Job]
-	kind   *redrive
+	// Runner serves Start, Stop (which cancels running jobs, their progress
+	// staying in Redis for a repeated request to resume) and Get.
+	*jobs.Runner[Request, Job]
+	kind *redrive
 }
 
 // NewRedriver checks cfg and returns a Redriver; Start lets it run jobs.
@@ -180,33 +155,18 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Redriver{runner: runner, kind: kind}, nil
+	return &Redriver{Runner: runner, kind: kind}, nil
 }
-
-// Start lets Submit run jobs, until Stop (ctx is not their lifetime).
-// Before Start, and after Stop, Submit returns jobs.ErrStopped. It
-// cannot fail.
-func (r *Redriver) Start(ctx context.Context) error { return r.runner.Start(ctx) }
-
-// Stop cancels running jobs and waits for their goroutines, however long
-// (ctx is not used; see jobs.Runner.Stop). Their progress stays in Redis;
-// repeating the request resumes them.
-func (r *Redriver) Stop(ctx context.Context) error { return r.runner.Stop(ctx) }
 
 // Submit starts the redrive of req, or returns the job already started for
 // the same request (or the same idempotency key). created reports whether
 // this call started or resumed it.
 func (r *Redriver) Submit(ctx context.Context, req Request, idempotencyKey string) (job Job, created bool, err error) {
-	if err := req.Validate(); err != nil {
+	if err := Validate(req); err != nil {
 		return Job{}, false, err
 	}
-	req = req.normalised()
-	return r.runner.Submit(ctx, req, req.Until, idempotencyKey)
-}
-
-// Get returns a job's progress.
-func (r *Redriver) Get(ctx context.Context, id string) (Job, bool, error) {
-	return r.runner.Get(ctx, id)
+	req = normalised(req)
+	return r.Runner.Submit(ctx, req, req.Until, idempotencyKey)
 }
 
 // redrive is the redrive job's kind: each step writes one page of the
@@ -232,20 +192,13 @@ func (k *redrive) Step(ctx context.Context, job jobs.Job[Request]) (jobs.Step, e
 
 // Record is the job as the API shows it and Redis stores it.
 func (k *redrive) Record(j jobs.Job[Request]) Job {
-	return Job{
-		ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until,
-		Scanned: j.Scanned, Matched: j.Matched, Redriven: j.Sent, Skipped: j.Skipped, AlreadyRedriven: j.AlreadySent,
-		Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor,
-	}
+	head, tail := j.Parts()
+	return Job{Head: head, Redriven: j.Sent, Skipped: j.Skipped, AlreadyRedriven: j.AlreadySent, Tail: tail}
 }
 
 // FromRecord reads a stored job back.
 func (k *redrive) FromRecord(j Job) jobs.Job[Request] {
-	p := jobs.Progress{Scanned: j.Scanned, Matched: j.Matched, Sent: j.Redriven, Skipped: j.Skipped, AlreadySent: j.AlreadyRedriven}
-	return jobs.Job[Request]{
-		ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until, Progress: p,
-		Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor,
-	}
+	return jobs.FromParts(j.Head, j.Redriven, j.Skipped, j.AlreadyRedriven, j.Tail)
 }
 
 func filterOf(j jobs.Job[Request]) Filter {
@@ -289,12 +242,9 @@ func (k *redrive) send(ctx context.Context, letters []Letter) (jobs.Progress, er
 		}
 		recs, fresh = append(recs, rec), append(fresh, l)
 	}
-	if len(recs) > 0 {
-		if err := k.cfg.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return p, fmt.Errorf("write redriven deliveries: %w", err)
-		}
+	if err := k.markers.Write(ctx, k.cfg.Producer, recs, k.markerKeys(fresh)); err != nil {
+		return p, fmt.Errorf("write redriven deliveries: %w", err)
 	}
-	k.markers.Mark(ctx, k.markerKeys(fresh))
 	p.Sent = int64(len(fresh))
 	return p, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/jobs"
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 )
 
 // Replay job states.
@@ -75,30 +76,16 @@ func (r ReplayRequest) normalised() ReplayRequest {
 
 // ReplayJob is a replay's progress. Replayed requests are copied to the
 // end of the inbound topic and verified there by the verify stage; their
-// outcomes are listed with job = the job's id.
+// outcomes are listed with job = the job's id. Scanned counts records
+// examined (ids for an id list); Replayed the requests copied; Skipped
+// those that cannot be replayed (expired, not a capture, refused at the
+// door); AlreadyReplayed those this job copied before it was resumed.
 type ReplayJob struct {
-	ID      string        `json:"id"`
-	Status  string        `json:"status"`
-	Request ReplayRequest `json:"request"`
-	// Until is the end of the range fixed at submission (now, when the
-	// request gave none), so a resumed job covers the same requests and
-	// never its own copies.
-	Until time.Time `json:"until"`
-	// Scanned counts records examined (ids for an id list); Matched the
-	// requests selected; Replayed those copied; Skipped those that cannot
-	// be replayed (expired, not a capture, refused at the door);
-	// AlreadyReplayed those this job copied before it was resumed.
-	Scanned         int64      `json:"scanned"`
-	Matched         int64      `json:"matched"`
-	Replayed        int64      `json:"replayed"`
-	Skipped         int64      `json:"skipped"`
-	AlreadyReplayed int64      `json:"already_replayed"`
-	Error           string     `json:"error,omitempty"`
-	StartedAt       time.Time  `json:"started_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	// Cursor is where a resumed job continues (hidden by the API).
-	Cursor string `json:"cursor,omitempty"`
+	jobrecord.Head[ReplayRequest]
+	Replayed        int64 `json:"replayed"`
+	Skipped         int64 `json:"skipped"`
+	AlreadyReplayed int64 `json:"already_replayed"`
+	jobrecord.Tail
 }
 
 type replayConfig struct {
@@ -119,7 +106,9 @@ type replayConfig struct {
 // deadletter.Redriver does): a repeated request for a job whose runner
 // went away resumes it from its last saved cursor.
 type replayer struct {
-	runner *jobs.Runner[ReplayRequest, ReplayJob]
+	// Runner serves Start, Stop (which cancels running jobs, their progress
+	// staying in Redis for a repeated request to resume), Get and Watch.
+	*jobs.Runner[ReplayRequest, ReplayJob]
 }
 
 // newReplayer returns a replayer; Start lets it run jobs.
@@ -137,17 +126,8 @@ func newReplayer(cfg replayConfig) *replayer {
 		// Only a field missing from the literal above fails: a bug here.
 		panic("inbound: " + err.Error())
 	}
-	return &replayer{runner: runner}
+	return &replayer{Runner: runner}
 }
-
-// Start lets Submit run jobs, until Stop (ctx is not their lifetime). It
-// cannot fail.
-func (r *replayer) Start(ctx context.Context) error { return r.runner.Start(ctx) }
-
-// Stop cancels running jobs and waits for their goroutines, however long
-// (ctx is not used; see jobs.Runner.Stop). Their progress stays in Redis
-// and repeating the request resumes them.
-func (r *replayer) Stop(ctx context.Context) error { return r.runner.Stop(ctx) }
 
 // Submit starts the replay of req, or returns the job already started for
 // the same request (or the same idempotency key). created reports whether
@@ -157,16 +137,8 @@ func (r *replayer) Submit(ctx context.Context, req ReplayRequest, idempotencyKey
 		return ReplayJob{}, false, err
 	}
 	req = req.normalised()
-	return r.runner.Submit(ctx, req, req.Until, idempotencyKey)
+	return r.Runner.Submit(ctx, req, req.Until, idempotencyKey)
 }
-
-// Get returns a job's progress.
-func (r *replayer) Get(ctx context.Context, id string) (ReplayJob, bool, error) {
-	return r.runner.Get(ctx, id)
-}
-
-// watch returns a channel closed at the next saved step of any job.
-func (r *replayer) watch() <-chan struct{} { return r.runner.Watch() }
 
 // replay is the replay job's kind: each step copies one page of captures
 // to the end of the inbound topic.
@@ -213,20 +185,13 @@ func (k *replay) page(ctx context.Context, job jobs.Job[ReplayRequest]) (ids []s
 
 // Record is the job as the API shows it and Redis stores it.
 func (k *replay) Record(j jobs.Job[ReplayRequest]) ReplayJob {
-	return ReplayJob{
-		ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until,
-		Scanned: j.Scanned, Matched: j.Matched, Replayed: j.Sent, Skipped: j.Skipped, AlreadyReplayed: j.AlreadySent,
-		Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor,
-	}
+	head, tail := j.Parts()
+	return ReplayJob{Head: head, Replayed: j.Sent, Skipped: j.Skipped, AlreadyReplayed: j.AlreadySent, Tail: tail}
 }
 
 // FromRecord reads a stored job back.
 func (k *replay) FromRecord(j ReplayJob) jobs.Job[ReplayRequest] {
-	p := jobs.Progress{Scanned: j.Scanned, Matched: j.Matched, Sent: j.Replayed, Skipped: j.Skipped, AlreadySent: j.AlreadyReplayed}
-	return jobs.Job[ReplayRequest]{
-		ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until, Progress: p,
-		Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor,
-	}
+	return jobs.FromParts(j.Head, j.Replayed, j.Skipped, j.AlreadyReplayed, j.Tail)
 }
 
 func filterOf(j jobs.Job[ReplayRequest]) Filter {
@@ -264,13 +229,12 @@ func (k *replay) send(ctx context.Context, job jobs.Job[ReplayRequest], ids []st
 		capt.Action, capt.Job = job.Request.Action, job.ID
 		recs, fresh = append(recs, capt.record(k.cfg.topic, now)), append(fresh, id)
 	}
+	if err := k.markers.Write(ctx, k.cfg.producer, recs, k.markerKeys(job.ID, fresh)); err != nil {
+		return p, fmt.Errorf("write replayed requests: %w", err)
+	}
 	if len(recs) > 0 {
-		if err := k.cfg.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return p, fmt.Errorf("write replayed requests: %w", err)
-		}
 		k.cfg.metrics.replayed.WithLabelValues(job.Request.Action).Add(float64(len(recs)))
 	}
-	k.markers.Mark(ctx, k.markerKeys(job.ID, fresh))
 	p.Sent = int64(len(fresh))
 	return p, nil
 }

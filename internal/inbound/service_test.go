@@ -432,7 +432,7 @@ func waitJob(t *testing.T, s *Service, c *client, id string) ReplayJob {
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.replays.watch()
+		changed := s.replays.Watch()
 		var job ReplayJob
 		c.json(http.MethodGet, "/v1/inbound/replays/"+id, nil, http.StatusOK, &job)
 		switch job.Status {

@@ -21,13 +21,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 )
 
 // Job states, as stored and shown by the API.
 const (
-	StatusRunning = "running"
-	StatusDone    = "done"
-	StatusFailed  = "failed"
+	StatusRunning = jobrecord.StatusRunning
+	StatusDone    = jobrecord.StatusDone
+	StatusFailed  = jobrecord.StatusFailed
 )
 
 // ErrStopped is returned by Submit before Start and after Stop: a job
@@ -66,6 +68,23 @@ type Job[Req any] struct {
 	FinishedAt *time.Time
 	// Cursor is where the next step starts; "" before the first.
 	Cursor string
+}
+
+// Parts are the job's fields that every kind's record shares (see package
+// record); the kind adds its own names for Sent, Skipped and AlreadySent.
+func (j Job[Req]) Parts() (jobrecord.Head[Req], jobrecord.Tail) {
+	return jobrecord.Head[Req]{ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until, Scanned: j.Scanned, Matched: j.Matched},
+		jobrecord.Tail{Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor}
+}
+
+// FromParts is the job a stored record describes: its shared parts and
+// the kind's counts.
+func FromParts[Req any](h jobrecord.Head[Req], sent, skipped, alreadySent int64, t jobrecord.Tail) Job[Req] {
+	return Job[Req]{
+		ID: h.ID, Status: h.Status, Request: h.Request, Until: h.Until,
+		Progress: Progress{Scanned: h.Scanned, Matched: h.Matched, Sent: sent, Skipped: skipped, AlreadySent: alreadySent},
+		Error:    t.Error, StartedAt: t.StartedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt, Cursor: t.Cursor,
+	}
 }
 
 // Step is what one step did: the counts to add, and the cursor after it.

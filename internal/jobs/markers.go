@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Markers remember in Redis which items a job already sent, one key an
@@ -57,4 +58,17 @@ func (m Markers) Mark(ctx context.Context, keys []string) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		m.Logger.Warn("could not remember sent items", "kind", m.Name, "err", err)
 	}
+}
+
+// Write produces recs, then marks keys (those of the items written) sent:
+// only once they are written, so that a failure sends them again rather
+// than never.
+func (m Markers) Write(ctx context.Context, producer *kgo.Client, recs []*kgo.Record, keys []string) error {
+	if len(recs) > 0 {
+		if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return err
+		}
+	}
+	m.Mark(ctx, keys)
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/deadletter"
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
@@ -34,7 +35,7 @@ func (f *fakeDead) Find(_ context.Context, filter deadletter.Filter, cursor stri
 }
 
 func (f *fakeDead) Submit(_ context.Context, req deadletter.Request, key string) (deadletter.Job, bool, error) {
-	if err := req.Validate(); err != nil {
+	if err := deadletter.Validate(req); err != nil {
 		return deadletter.Job{}, false, err
 	}
 	f.mu.Lock()
@@ -44,7 +45,7 @@ func (f *fakeDead) Submit(_ context.Context, req deadletter.Request, key string)
 		return j, false, nil
 	}
 	f.submits++
-	j := deadletter.Job{ID: id, Status: deadletter.StatusRunning, Request: req, Cursor: "secret-cursor"}
+	j := deadletter.Job{Head: jobrecord.Head[deadletter.Request]{ID: id, Status: deadletter.StatusRunning, Request: req}, Tail: jobrecord.Tail{Cursor: "secret-cursor"}}
 	f.jobs[id] = j
 	return j, true, nil
 }

@@ -7,43 +7,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
-// endpointJSON is an endpoint as the API shows it. It is separate from
+// toJSON is e as the API shows it: a wire.Endpoint, separate from
 // endpoint.Endpoint so that secrets appear only in the create response and
 // every field is always present.
-type endpointJSON struct {
-	ID             string    `json:"id"`
-	Tenant         string    `json:"tenant"`
-	URL            string    `json:"url"`
-	EventTypes     []string  `json:"event_types"`
-	MaxConcurrency int       `json:"max_concurrency"`
-	Payload        string    `json:"payload"`
-	Mode           string    `json:"mode"`
-	Status         string    `json:"status"`
-	Paused         bool      `json:"paused"`
-	DisabledReason string    `json:"disabled_reason"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	Secret         string    `json:"secret,omitempty"`
-	// Batch is a batch endpoint's batch sizes in effect, defaults applied.
-	Batch *batchJSON `json:"batch,omitempty"`
-	// Health is the endpoint's live state, in GET responses.
-	Health *healthJSON `json:"health,omitempty"`
-	// Feed is a pull endpoint's consumer position, in GET responses.
-	Feed *feedPositionJSON `json:"feed,omitempty"`
-}
-
-// batchJSON is a batch endpoint's batch sizes as the API shows them.
-type batchJSON struct {
-	MaxEvents int   `json:"max_events"`
-	MaxBytes  int   `json:"max_bytes"`
-	MaxWaitMS int64 `json:"max_wait_ms"`
-}
-
-func toJSON(e endpoint.Endpoint) endpointJSON {
+func toJSON(e endpoint.Endpoint) wire.Endpoint {
 	types := e.EventTypes
 	if types == nil {
 		types = []string{} // [] rather than null: "every type" reads the same either way
@@ -56,14 +28,14 @@ func toJSON(e endpoint.Endpoint) endpointJSON {
 	if mode == "" {
 		mode = endpoint.ModePush
 	}
-	out := endpointJSON{
+	out := wire.Endpoint{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, EventTypes: types,
 		MaxConcurrency: e.MaxConcurrency, Payload: payload, Mode: mode, Status: e.Status, Paused: e.Paused,
 		DisabledReason: e.DisabledReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 	if e.Batched() {
 		maxEvents, maxBytes, maxWait := e.Batch.Sizes()
-		out.Batch = &batchJSON{MaxEvents: maxEvents, MaxBytes: maxBytes, MaxWaitMS: maxWait.Milliseconds()}
+		out.Batch = &wire.BatchConfig{MaxEvents: maxEvents, MaxBytes: maxBytes, MaxWaitMS: maxWait.Milliseconds()}
 	}
 	return out
 }
@@ -258,7 +230,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	httpjson.Write(w, http.StatusOK, s.withHealth(r.Context(), []endpointJSON{toJSON(e)})[0])
+	httpjson.Write(w, http.StatusOK, s.withHealth(r.Context(), []wire.Endpoint{toJSON(e)})[0])
 }
 
 // optional is a PATCH field. Set tells an absent field (leave unchanged)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
@@ -136,7 +137,7 @@ func TestListEndpoints(t *testing.T) {
 		wantStatus(t, h.do("POST", "/v1/endpoints", `{"tenant":"`+tenant+`","url":"https://example.com/hook"}`), http.StatusCreated)
 	}
 	ids := func(r response) []string {
-		var body struct{ Data []endpointJSON }
+		var body struct{ Data []wire.Endpoint }
 		if err := json.Unmarshal(r.body, &body); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
@@ -195,28 +196,12 @@ func (s *Server) feedError(w http.ResponseWriter, r *http.Request, id string, er
 	}
 }
 
-// feedPositionJSON is where a pull endpoint's consumer stands, or how far
-// a batch endpoint's feed was sent.
-type feedPositionJSON struct {
-	// AckedCursor is the acknowledged position (for a batch endpoint: its
-	// receiver's 2xx and dead letters so far); "" until a pull consumer
-	// acknowledges.
-	AckedCursor string `json:"acked_cursor"`
-	// StartCursor is the oldest retained event, EndCursor the next to come.
-	StartCursor string `json:"start_cursor"`
-	EndCursor   string `json:"end_cursor"`
-	// Lag is the events from the acknowledged position (or the start) to
-	// the end.
-	Lag                     int64   `json:"lag"`
-	OldestUnackedAgeSeconds float64 `json:"oldest_unacked_age_seconds"`
-}
-
 // withFeedPositions adds the positions of pull and batch endpoints. A pull
 // consumer that acknowledges makes its feed's oldest unacknowledged event
 // the endpoint's oldest pending delivery, as a push lane's would be; one
 // that keeps its cursor itself leaves the figure to the lane alone. A
 // batch endpoint's backlog is its feed after its cursor, always.
-func (s *Server) withFeedPositions(ctx context.Context, eps []endpointJSON, now time.Time) {
+func (s *Server) withFeedPositions(ctx context.Context, eps []wire.Endpoint, now time.Time) {
 	if s.feeds == nil {
 		return
 	}
@@ -243,8 +228,8 @@ func (s *Server) withFeedPositions(ctx context.Context, eps []endpointJSON, now 
 	}
 }
 
-func toFeedPosition(pos feed.Position, now time.Time) *feedPositionJSON {
-	out := &feedPositionJSON{
+func toFeedPosition(pos feed.Position, now time.Time) *wire.FeedPosition {
+	out := &wire.FeedPosition{
 		StartCursor: feed.Cursor(pos.Start), EndCursor: feed.Cursor(pos.End),
 		Lag: pos.Lag(), OldestUnackedAgeSeconds: pos.OldestUnackedAge(now).Seconds(),
 	}

@@ -5,21 +5,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
-// feedTokenJSON is a consumer token as the API lists it: never its value.
-type feedTokenJSON struct {
-	ID        string     `json:"id"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	// Token is the token itself, in the answer that creates it only.
-	Token string `json:"token,omitempty"`
-}
-
-func toFeedTokenJSON(t endpoint.FeedToken) feedTokenJSON {
-	out := feedTokenJSON{ID: t.ID, CreatedAt: t.CreatedAt}
+// toFeedTokenJSON is a consumer token as the API lists it: never its
+// value, which only the answer that creates it carries.
+func toFeedTokenJSON(t endpoint.FeedToken) wire.FeedToken {
+	out := wire.FeedToken{ID: t.ID, CreatedAt: t.CreatedAt}
 	if !t.ExpiresAt.IsZero() {
 		out.ExpiresAt = &t.ExpiresAt
 	}
@@ -123,7 +117,7 @@ func (s *Server) listFeedTokens(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []feedTokenJSON{}
+	out := []wire.FeedToken{}
 	for _, t := range dropExpired(e.FeedTokens, s.now()) {
 		out = append(out, toFeedTokenJSON(t))
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
@@ -17,40 +18,19 @@ type HealthReader interface {
 	Get(ctx context.Context, ids []string) (map[string]health.Snapshot, error)
 }
 
-// healthJSON is an endpoint's health as the API shows it. Ages are
+// toHealthJSON is an endpoint's health as the API shows it, its ages
 // computed at read time from the owner's snapshot.
-type healthJSON struct {
-	Pending                 int              `json:"pending"`
-	InFlight                int              `json:"in_flight"`
-	Parked                  int              `json:"parked"`
-	OldestPendingAgeSeconds float64          `json:"oldest_pending_age_seconds"`
-	ParkedReason            string           `json:"parked_reason"`
-	Breaker                 health.Breaker   `json:"breaker"`
-	LastError               string           `json:"last_error"`
-	LastErrorAt             *time.Time       `json:"last_error_at"`
-	LastSuccessAt           *time.Time       `json:"last_success_at"`
-	PerMinute               health.PerMinute `json:"per_minute"`
-	Owner                   string           `json:"owner"`
-	UpdatedAt               *time.Time       `json:"updated_at"`
-
-	// laneAge is OldestPendingAgeSeconds of the endpoint's lane alone,
-	// before a feed consumer's or a batch receiver's backlog is added: the
-	// platform's healthy figure reads it, since a consumer's own pace says
-	// nothing about the platform's capacity.
-	laneAge float64
-}
-
-func toHealthJSON(s health.Snapshot, known bool, now time.Time) *healthJSON {
-	h := &healthJSON{Breaker: health.Breaker{State: "closed"}}
+func toHealthJSON(s health.Snapshot, known bool, now time.Time) *wire.EndpointHealth {
+	h := &wire.EndpointHealth{Breaker: wire.Breaker{State: "closed"}}
 	if !known {
 		return h // no owner has reported it: nothing pending anywhere
 	}
 	at := s.UpdatedAt
-	*h = healthJSON{
+	*h = wire.EndpointHealth{
 		Pending: s.Pending, InFlight: s.InFlight, Parked: s.Parked, ParkedReason: s.ParkedReason,
-		OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), Breaker: s.Breaker,
+		OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), Breaker: wire.Breaker(s.Breaker),
 		LastError: s.LastError, LastErrorAt: s.LastErrorAt, LastSuccessAt: s.LastSuccessAt,
-		PerMinute: s.PerMinute, Owner: s.Owner, UpdatedAt: &at, laneAge: s.OldestPendingAge(now).Seconds(),
+		PerMinute: wire.PerMinute(s.PerMinute), Owner: s.Owner, UpdatedAt: &at,
 	}
 	if h.Breaker.State == "" {
 		h.Breaker.State = "closed"
@@ -60,10 +40,21 @@ func toHealthJSON(s health.Snapshot, known bool, now time.Time) *healthJSON {
 
 // withHealth adds the health of each endpoint; without a reader, or when
 // Redis fails, endpoints are shown without it rather than not at all.
-func (s *Server) withHealth(ctx context.Context, eps []endpointJSON) []endpointJSON {
+func (s *Server) withHealth(ctx context.Context, eps []wire.Endpoint) []wire.Endpoint {
+	s.addHealth(ctx, eps)
+	return eps
+}
+
+// addHealth is withHealth, answering as well the oldest pending age of
+// each endpoint's lane alone (0 without health), before a feed consumer's
+// or a batch receiver's backlog is added: the platform's healthy figure
+// reads it, since a consumer's own pace says nothing about the platform's
+// capacity.
+func (s *Server) addHealth(ctx context.Context, eps []wire.Endpoint) (laneAges []float64) {
+	laneAges = make([]float64, len(eps))
 	if s.health == nil || len(eps) == 0 {
 		s.withFeedPositions(ctx, eps, s.now())
-		return eps
+		return laneAges
 	}
 	ids := make([]string, len(eps))
 	for i, e := range eps {
@@ -72,26 +63,27 @@ func (s *Server) withHealth(ctx context.Context, eps []endpointJSON) []endpointJ
 	snaps, err := s.health.Get(ctx, ids)
 	if err != nil {
 		s.logger.WarnContext(ctx, "api: health snapshots unavailable", "error", err)
-		return eps
+		return laneAges
 	}
 	now := s.now()
 	for i := range eps {
 		snap, ok := snaps[eps[i].ID]
 		eps[i].Health = toHealthJSON(snap, ok, now)
+		laneAges[i] = eps[i].Health.OldestPendingAgeSeconds
 	}
 	s.withFeedPositions(ctx, eps, now)
-	return eps
+	return laneAges
 }
 
 // sortByOldestPending orders endpoints most behind first.
-func sortByOldestPending(eps []endpointJSON) {
-	age := func(e endpointJSON) float64 {
+func sortByOldestPending(eps []wire.Endpoint) {
+	age := func(e wire.Endpoint) float64 {
 		if e.Health == nil {
 			return 0
 		}
 		return e.Health.OldestPendingAgeSeconds
 	}
-	slices.SortStableFunc(eps, func(a, b endpointJSON) int {
+	slices.SortStableFunc(eps, func(a, b wire.Endpoint) int {
 		switch x, y := age(a), age(b); {
 		case x > y:
 			return -1
@@ -102,40 +94,25 @@ func sortByOldestPending(eps []endpointJSON) {
 	})
 }
 
-// platformJSON is GET /v1/health: the figures that tell one slow customer
-// from a platform short of capacity.
-type platformJSON struct {
-	// OldestPendingAgeSeconds is over every endpoint.
-	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
-	// HealthyOldestPendingAgeSeconds is over endpoints that keep up by
-	// themselves (active, not paused, not parked, breaker closed): it
-	// grows only when the platform itself lacks capacity.
-	HealthyOldestPendingAgeSeconds float64 `json:"healthy_oldest_pending_age_seconds"`
-	MostBehind                     string  `json:"most_behind_endpoint_id"`
-	Endpoints                      struct {
-		Total       int `json:"total"`
-		Disabled    int `json:"disabled"`
-		Paused      int `json:"paused"`
-		Parked      int `json:"parked"`
-		BreakerOpen int `json:"breaker_open"`
-	} `json:"endpoints"`
-}
-
+// platformHealth answers GET /v1/health: the figures that tell one slow
+// customer from a platform short of capacity.
 func (s *Server) platformHealth(w http.ResponseWriter, r *http.Request) {
 	if s.health == nil {
 		httpjson.Error(w, http.StatusNotImplemented, "health is not configured")
 		return
 	}
-	eps := s.withHealth(r.Context(), allEndpointsJSON(s.endpoints.List(), ""))
-	var p platformJSON
+	eps := allEndpointsJSON(s.endpoints.List(), "")
+	laneAges := s.addHealth(r.Context(), eps)
+	var p wire.PlatformHealth
 	p.Endpoints.Total = len(eps)
-	for _, e := range eps {
-		p.add(e)
+	for i, e := range eps {
+		addToPlatform(&p, e, laneAges[i])
 	}
 	httpjson.Write(w, http.StatusOK, p)
 }
 
-func (p *platformJSON) add(e endpointJSON) {
+// addToPlatform counts e, whose lane alone is laneAge behind, into p.
+func addToPlatform(p *wire.PlatformHealth, e wire.Endpoint, laneAge float64) {
 	switch {
 	case e.Status != endpoint.StatusActive:
 		p.Endpoints.Disabled++
@@ -155,15 +132,15 @@ func (p *platformJSON) add(e endpointJSON) {
 		p.Endpoints.BreakerOpen++
 	}
 	if h.OldestPendingAgeSeconds > p.OldestPendingAgeSeconds {
-		p.OldestPendingAgeSeconds, p.MostBehind = h.OldestPendingAgeSeconds, e.ID
+		p.OldestPendingAgeSeconds, p.MostBehindEndpointID = h.OldestPendingAgeSeconds, e.ID
 	}
-	if !e.Paused && !open && h.ParkedReason == "" && h.laneAge > p.HealthyOldestPendingAgeSeconds {
-		p.HealthyOldestPendingAgeSeconds = h.laneAge
+	if !e.Paused && !open && h.ParkedReason == "" && laneAge > p.HealthyOldestPendingAgeSeconds {
+		p.HealthyOldestPendingAgeSeconds = laneAge
 	}
 }
 
-func allEndpointsJSON(eps []endpoint.Endpoint, tenant string) []endpointJSON {
-	out := []endpointJSON{}
+func allEndpointsJSON(eps []endpoint.Endpoint, tenant string) []wire.Endpoint {
+	out := []wire.Endpoint{}
 	for _, e := range eps {
 		if tenant == "" || e.Tenant == tenant {
 			out = append(out, toJSON(e))

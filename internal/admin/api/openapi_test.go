@@ -39,6 +39,7 @@ import (
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
@@ -404,11 +405,15 @@ type specDead struct {
 func newSpecDead() *specDead {
 	done := t0.Add(3 * time.Second)
 	return &specDead{jobs: map[string]deadletter.Job{
-		"rd_done": {ID: "rd_done", Status: deadletter.StatusDone, Request: deadletter.Request{EndpointID: "ep_1"},
-			Until: t0, Scanned: 5120, Matched: 311, Redriven: 309, Skipped: 2, AlreadyRedriven: 0,
-			StartedAt: t0, UpdatedAt: done, FinishedAt: &done, Cursor: "internal"},
-		"rd_failed": {ID: "rd_failed", Status: deadletter.StatusFailed, Request: deadletter.Request{IDs: []string{"ev1:ep_1"}},
-			Until: t0, Scanned: 10, Error: "write redriven deliveries: broker unavailable", StartedAt: t0, UpdatedAt: t0},
+		"rd_done": {
+			Head: jobrecord.Head[deadletter.Request]{ID: "rd_done", Status: deadletter.StatusDone, Request: deadletter.Request{EndpointID: "ep_1"},
+				Until: t0, Scanned: 5120, Matched: 311},
+			Redriven: 309, Skipped: 2, AlreadyRedriven: 0,
+			Tail: jobrecord.Tail{StartedAt: t0, UpdatedAt: done, FinishedAt: &done, Cursor: "internal"}},
+		"rd_failed": {
+			Head: jobrecord.Head[deadletter.Request]{ID: "rd_failed", Status: deadletter.StatusFailed, Request: deadletter.Request{IDs: []string{"ev1:ep_1"}},
+				Until: t0, Scanned: 10},
+			Tail: jobrecord.Tail{Error: "write redriven deliveries: broker unavailable", StartedAt: t0, UpdatedAt: t0}},
 	}}
 }
 
@@ -444,7 +449,7 @@ func (f *specDead) Submit(_ context.Context, req deadletter.Request, key string)
 	case f.err != nil:
 		return deadletter.Job{}, false, f.err
 	}
-	if err := req.Validate(); err != nil {
+	if err := deadletter.Validate(req); err != nil {
 		return deadletter.Job{}, false, err
 	}
 	id := "rd_key_" + key
@@ -460,7 +465,10 @@ func (f *specDead) Submit(_ context.Context, req deadletter.Request, key string)
 		f.jobs[id] = j
 		return j, false, nil
 	}
-	j := deadletter.Job{ID: id, Status: deadletter.StatusRunning, Request: req, Until: t0, StartedAt: t0, UpdatedAt: t0, Cursor: "internal"}
+	j := deadletter.Job{
+		Head: jobrecord.Head[deadletter.Request]{ID: id, Status: deadletter.StatusRunning, Request: req, Until: t0},
+		Tail: jobrecord.Tail{StartedAt: t0, UpdatedAt: t0, Cursor: "internal"},
+	}
 	f.jobs[id] = j
 	return j, true, nil
 }

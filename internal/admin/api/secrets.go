@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
@@ -20,23 +21,13 @@ type rotateRequest struct {
 	OverlapSeconds *int64 `json:"overlap_seconds"`
 }
 
-type secretJSON struct {
-	Value     string     `json:"secret"`
-	ExpiresAt *time.Time `json:"expires_at"`
-}
-
-type secretsJSON struct {
-	EndpointID string       `json:"endpoint_id"`
-	Secrets    []secretJSON `json:"secrets"`
-}
-
-func toSecretsJSON(e endpoint.Endpoint, now time.Time) secretsJSON {
-	out := secretsJSON{EndpointID: e.ID, Secrets: []secretJSON{}}
+func toSecretsJSON(e endpoint.Endpoint, now time.Time) wire.SecretList {
+	out := wire.SecretList{EndpointID: e.ID, Secrets: []wire.Secret{}}
 	for _, sec := range e.Secrets {
 		if !sec.ExpiresAt.IsZero() && !now.Before(sec.ExpiresAt) {
 			continue
 		}
-		js := secretJSON{Value: sec.Value}
+		js := wire.Secret{Secret: sec.Value}
 		if !sec.ExpiresAt.IsZero() {
 			at := sec.ExpiresAt
 			js.ExpiresAt = &at
