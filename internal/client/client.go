@@ -218,8 +218,15 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	return resp, nil
 }
 
-// rawKeeper is a response type (a pointer to T) that keeps the API's JSON
-// in its Raw field, for the CLI to print verbatim.
+// rawJSON keeps the API's JSON of a response in Raw, for the CLI to print
+// verbatim; the response types that may be printed embed it.
+type rawJSON struct {
+	Raw json.RawMessage `json:"-"`
+}
+
+func (r *rawJSON) keepRaw(raw json.RawMessage) { r.Raw = raw }
+
+// rawKeeper is a response type (a pointer to T) that embeds rawJSON.
 type rawKeeper[T any] interface {
 	*T
 	keepRaw(raw json.RawMessage)
@@ -243,6 +250,14 @@ func fetchResponse[T any, P rawKeeper[T]](ctx context.Context, c *Client, method
 	}
 	P(&out).keepRaw(json.RawMessage(resp.Body))
 	return out, resp, nil
+}
+
+// setSearch sets the parameters every time-range search shares.
+func setSearch(q url.Values, since, until time.Time, cursor string, limit int) {
+	setTime(q, "since", since)
+	setTime(q, "until", until)
+	setString(q, "cursor", cursor)
+	setInt(q, "limit", limit)
 }
 
 func setTime(q url.Values, key string, t time.Time) {

@@ -22,8 +22,8 @@ type Published struct {
 	Offset    int64  `json:"offset"`
 	// Duplicate is true when the API answered from an earlier request with
 	// the same idempotency key (or event id): nothing new was published.
-	Duplicate bool            `json:"-"`
-	Raw       json.RawMessage `json:"-"`
+	Duplicate bool `json:"-"`
+	rawJSON
 }
 
 // Event is an accepted event as GET /v1/events shows it: the envelope the
@@ -47,10 +47,10 @@ type EventQuery struct {
 // Page is one page of a cursor listing (GET /v1/events, GET /v1/dead);
 // NextCursor is "" on the last.
 type Page[T any] struct {
-	Data       []T             `json:"data"`
-	NextCursor string          `json:"next_cursor"`
-	Scanned    int             `json:"scanned"`
-	Raw        json.RawMessage `json:"-"`
+	Data       []T    `json:"data"`
+	NextCursor string `json:"next_cursor"`
+	Scanned    int    `json:"scanned"`
+	rawJSON
 }
 
 // EventPage is one page of GET /v1/events.
@@ -95,13 +95,13 @@ const (
 // it has dealt with.
 type RedriveJob struct {
 	wire.RedriveJob
-	Raw json.RawMessage `json:"-"`
+	rawJSON
 }
 
 // PlatformHealth is GET /v1/health.
 type PlatformHealth struct {
 	wire.PlatformHealth
-	Raw json.RawMessage `json:"-"`
+	rawJSON
 }
 
 // CreateEndpoint creates an endpoint; the answer carries its secret, which
@@ -221,10 +221,7 @@ func (c *Client) ListEvents(ctx context.Context, qy EventQuery) (EventPage, erro
 	setString(q, "tenant", qy.Tenant)
 	setString(q, "type", qy.Type)
 	setString(q, "entity", qy.Entity)
-	setTime(q, "since", qy.Since)
-	setTime(q, "until", qy.Until)
-	setString(q, "cursor", qy.Cursor)
-	setInt(q, "limit", qy.Limit)
+	setSearch(q, qy.Since, qy.Until, qy.Cursor, qy.Limit)
 	return fetch[EventPage](ctx, c, http.MethodGet, "/v1/events", q, nil)
 }
 
@@ -233,10 +230,7 @@ func (c *Client) ListDead(ctx context.Context, qy DeadQuery) (DeadPage, error) {
 	q := url.Values{}
 	setString(q, "endpoint_id", qy.EndpointID)
 	setString(q, "reason", qy.Reason)
-	setTime(q, "since", qy.Since)
-	setTime(q, "until", qy.Until)
-	setString(q, "cursor", qy.Cursor)
-	setInt(q, "limit", qy.Limit)
+	setSearch(q, qy.Since, qy.Until, qy.Cursor, qy.Limit)
 	return fetch[DeadPage](ctx, c, http.MethodGet, "/v1/dead", q, nil)
 }
 
@@ -260,8 +254,3 @@ func (c *Client) GetRedrive(ctx context.Context, id string) (RedriveJob, error) 
 func (c *Client) Health(ctx context.Context) (PlatformHealth, error) {
 	return fetch[PlatformHealth](ctx, c, http.MethodGet, "/v1/health", nil, nil)
 }
-
-func (p *Published) keepRaw(raw json.RawMessage)      { p.Raw = raw }
-func (p *Page[T]) keepRaw(raw json.RawMessage)        { p.Raw = raw }
-func (j *RedriveJob) keepRaw(raw json.RawMessage)     { j.Raw = raw }
-func (h *PlatformHealth) keepRaw(raw json.RawMessage) { h.Raw = raw }

@@ -3,7 +3,6 @@ package client
 // The types of endpoints, their health, feeds and secrets as the API shows them.
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
@@ -17,11 +16,11 @@ const (
 )
 
 // Endpoint is an endpoint as the API shows it (see wire.Endpoint): Secret
-// is set only in the response to CreateEndpoint.
+// is set only in the response to CreateEndpoint. Raw is the API's JSON
+// for this endpoint (top-level responses only).
 type Endpoint struct {
 	wire.Endpoint
-	// Raw is the API's JSON for this endpoint (top-level responses only).
-	Raw json.RawMessage `json:"-"`
+	rawJSON
 }
 
 // The parts of an endpoint as the API shows them.
@@ -37,19 +36,19 @@ type (
 // Token is set only in the answers to CreateFeedToken and RotateFeedToken.
 type FeedToken struct {
 	wire.FeedToken
-	Raw json.RawMessage `json:"-"`
+	rawJSON
 }
 
 // FeedTokenList is GET /v1/endpoints/{id}/feed-tokens.
 type FeedTokenList struct {
-	Data []FeedToken     `json:"data"`
-	Raw  json.RawMessage `json:"-"`
+	Data []FeedToken `json:"data"`
+	rawJSON
 }
 
 // EndpointList is GET /v1/endpoints.
 type EndpointList struct {
-	Data []Endpoint      `json:"data"`
-	Raw  json.RawMessage `json:"-"`
+	Data []Endpoint `json:"data"`
+	rawJSON
 }
 
 // NewEndpoint is the body of POST /v1/endpoints. Zero MaxConcurrency and
@@ -93,7 +92,7 @@ type Secret = wire.Secret
 // Secrets are an endpoint's valid secrets, newest first.
 type Secrets struct {
 	wire.SecretList
-	Raw json.RawMessage `json:"-"`
+	rawJSON
 }
 
 // RotateOptions is the body of POST /v1/endpoints/{id}/secret/rotate.
@@ -104,9 +103,3 @@ type RotateOptions struct {
 	// server's default (24 h), 0 retires them at once.
 	Overlap *time.Duration
 }
-
-func (e *Endpoint) keepRaw(raw json.RawMessage)      { e.Raw = raw }
-func (l *EndpointList) keepRaw(raw json.RawMessage)  { l.Raw = raw }
-func (t *FeedToken) keepRaw(raw json.RawMessage)     { t.Raw = raw }
-func (l *FeedTokenList) keepRaw(raw json.RawMessage) { l.Raw = raw }
-func (s *Secrets) keepRaw(raw json.RawMessage)       { s.Raw = raw }

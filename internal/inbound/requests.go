@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/kafka/logscan"
 )
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.
@@ -24,42 +24,15 @@ func (s *Service) listRequests(w http.ResponseWriter, r *http.Request) {
 		httpjson.Invalid(w, &ValidationError{Field: "status", Reason: "must be pending, verified, rejected or duplicate"})
 		return
 	}
-	var err error
-	if filter.Since, err = parseTime(q.Get("since"), "since"); err == nil {
-		filter.Until, err = parseTime(q.Get("until"), "until")
+	sp, err := adminhttp.ParseSearch(q)
+	var page Page
+	if err == nil {
+		filter.Since, filter.Until = sp.Since, sp.Until
+		page, err = s.finder.Find(r.Context(), filter, sp.Cursor, sp.Limit)
 	}
-	limit := logscan.DefaultLimit
-	if err == nil && q.Get("limit") != "" {
-		limit, err = strconv.Atoi(q.Get("limit"))
-		if err != nil || limit < 1 || limit > logscan.MaxLimit {
-			err = &ValidationError{Field: "limit", Reason: "must be between 1 and " + strconv.Itoa(logscan.MaxLimit)}
-		}
-	}
-	if err != nil {
-		httpjson.Invalid(w, err)
-		return
-	}
-	page, err := s.finder.Find(r.Context(), filter, q.Get("cursor"), limit)
-	switch {
-	case errors.Is(err, logscan.ErrBadCursor):
-		httpjson.Invalid(w, &ValidationError{Field: "cursor", Reason: "is not a cursor from this listing"})
-	case err != nil:
+	if adminhttp.WritePage(w, "listing", page, err) {
 		s.logger.ErrorContext(r.Context(), "inbound: listing failed", "err", err)
-		httpjson.Error(w, http.StatusServiceUnavailable, "listing failed, retry: "+err.Error())
-	default:
-		httpjson.Write(w, http.StatusOK, page)
 	}
-}
-
-func parseTime(v, field string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}, &ValidationError{Field: field, Reason: "must be an RFC 3339 time"}
-	}
-	return t, nil
 }
 
 // requestJSON is a captured request as received. body_base64 is exact;
@@ -173,26 +146,14 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusServiceUnavailable, "could not start the replay, retry: "+err.Error())
 		return
 	}
-	w.Header().Set("Location", "/v1/inbound/replays/"+job.ID)
-	status := http.StatusOK
-	if created {
-		status = http.StatusAccepted
-	}
 	job.Cursor = ""
-	httpjson.Write(w, status, job)
+	adminhttp.WriteJob(w, "/v1/inbound/replays/"+job.ID, created, job)
 }
 
 func (s *Service) getReplay(w http.ResponseWriter, r *http.Request) {
 	job, ok, err := s.replays.Get(r.Context(), r.PathValue("id"))
-	switch {
-	case err != nil:
-		httpjson.Error(w, http.StatusServiceUnavailable, "could not read the replay, retry: "+err.Error())
-	case !ok:
-		httpjson.Error(w, http.StatusNotFound, "replay not found")
-	default:
-		job.Cursor = ""
-		httpjson.Write(w, http.StatusOK, job)
-	}
+	job.Cursor = ""
+	adminhttp.WriteFound(w, "replay", job, ok, err)
 }
 
 // decodeInto decodes body strictly into v, answering the request itself

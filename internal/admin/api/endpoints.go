@@ -225,6 +225,33 @@ func (s *Server) pathEndpoint(w http.ResponseWriter, r *http.Request) (endpoint.
 	return e, ok
 }
 
+// edit serves a change to the endpoint load finds for the request (load
+// answers itself when there is none) under writeMu, so that this
+// instance's read-modify-write cycles of endpoints do not interleave.
+func (s *Server) edit(w http.ResponseWriter, r *http.Request, load func(http.ResponseWriter, *http.Request) (endpoint.Endpoint, bool), change func(e endpoint.Endpoint)) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if e, ok := load(w, r); ok {
+		change(e)
+	}
+}
+
+// readOptional decodes the request's body, when it has one, strictly into
+// v, answering the request itself and reporting false when it cannot.
+func readOptional(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body, ok := httpjson.ReadBody(w, r, limit)
+	if !ok {
+		return false
+	}
+	if len(body) > 0 { // the body is optional, however it is framed
+		if err := httpjson.DecodeStrict(body, v); err != nil {
+			httpjson.Invalid(w, err)
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.pathEndpoint(w, r)
 	if !ok {
@@ -335,24 +362,20 @@ func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
 	if !httpjson.ReadStrict(w, r, s.maxBody, &p) {
 		return
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	e, ok := s.pathEndpoint(w, r)
-	if !ok {
-		return
-	}
-	if err := p.apply(&e); err != nil {
-		httpjson.Invalid(w, err)
-		return
-	}
-	if err := e.Validate(); err != nil {
-		httpjson.Invalid(w, err)
-		return
-	}
-	e.UpdatedAt = s.now().UTC()
-	if s.put(w, r, e) {
-		httpjson.Write(w, http.StatusOK, toJSON(e))
-	}
+	s.edit(w, r, s.pathEndpoint, func(e endpoint.Endpoint) {
+		err := p.apply(&e)
+		if err == nil {
+			err = e.Validate()
+		}
+		if err != nil {
+			httpjson.Invalid(w, err)
+			return
+		}
+		e.UpdatedAt = s.now().UTC()
+		if s.put(w, r, e) {
+			httpjson.Write(w, http.StatusOK, toJSON(e))
+		}
+	})
 }
 
 // setPaused pauses or resumes an endpoint. The change is stored in the
@@ -360,30 +383,25 @@ func (s *Server) patchEndpoint(w http.ResponseWriter, r *http.Request) {
 // deliveries wait in the parked topic and none is lost.
 func (s *Server) setPaused(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
-		e, ok := s.pathEndpoint(w, r)
-		if !ok {
-			return
-		}
-		if e.Paused != paused {
-			e.Paused, e.UpdatedAt = paused, s.now().UTC()
-			if !s.put(w, r, e) {
-				return
+		s.edit(w, r, s.pathEndpoint, func(e endpoint.Endpoint) {
+			if e.Paused != paused {
+				e.Paused, e.UpdatedAt = paused, s.now().UTC()
+				if !s.put(w, r, e) {
+					return
+				}
 			}
-		}
-		httpjson.Write(w, http.StatusOK, toJSON(e))
+			httpjson.Write(w, http.StatusOK, toJSON(e))
+		})
 	}
 }
 
 func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	e, ok := s.pathEndpoint(w, r)
-	if !ok {
-		return
-	}
+	s.edit(w, r, s.pathEndpoint, func(e endpoint.Endpoint) { s.delete(w, r, e) })
+}
+
+// delete removes e and, for a pull endpoint, its feed.
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint) {
+	id := e.ID
 	if err := s.endpoints.Delete(r.Context(), id); err != nil {
 		s.logger.ErrorContext(r.Context(), "api: deleting endpoint failed", "endpoint_id", id, "error", err)
 		httpjson.Error(w, http.StatusServiceUnavailable, "could not delete the endpoint, retry: "+err.Error())

@@ -40,16 +40,7 @@ func (s *Server) pullEndpoint(w http.ResponseWriter, r *http.Request) (endpoint.
 // createFeedToken answers POST /v1/endpoints/{id}/feed-tokens: a new
 // consumer token, shown this once.
 func (s *Server) createFeedToken(w http.ResponseWriter, r *http.Request) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	e, ok := s.pullEndpoint(w, r)
-	if !ok {
-		return
-	}
-	now := s.now().UTC()
-	token, stored := endpoint.NewFeedToken("ft_"+s.newID(), now)
-	e.FeedTokens = append(dropExpired(e.FeedTokens, now), stored)
-	s.storeFeedTokens(w, r, e, stored, token)
+	s.edit(w, r, s.pullEndpoint, func(e endpoint.Endpoint) { s.addFeedToken(w, r, e, s.now().UTC()) })
 }
 
 // rotateFeedToken answers POST /v1/endpoints/{id}/feed-tokens/{token_id}/rotate
@@ -59,45 +50,35 @@ func (s *Server) rotateFeedToken(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		OverlapSeconds int64 `json:"overlap_seconds"`
 	}
-	body, ok := httpjson.ReadBody(w, r, 4<<10)
-	if !ok {
+	if !readOptional(w, r, 4<<10, &req) {
 		return
 	}
-	if len(body) > 0 { // the body is optional
-		if err := httpjson.DecodeStrict(body, &req); err != nil {
-			httpjson.Invalid(w, err)
+	overlap, err := overlapOf(&req.OverlapSeconds, 0)
+	if err != nil {
+		httpjson.Invalid(w, err)
+		return
+	}
+	s.edit(w, r, s.pullEndpoint, func(e endpoint.Endpoint) {
+		now := s.now().UTC()
+		i := slices.IndexFunc(e.FeedTokens, func(t endpoint.FeedToken) bool { return t.ID == r.PathValue("token_id") })
+		if i < 0 {
+			httpjson.Error(w, http.StatusNotFound, "feed token not found")
 			return
 		}
-	}
-	overlap := time.Duration(req.OverlapSeconds) * time.Second
-	if req.OverlapSeconds < 0 || overlap > MaxSecretOverlap {
-		httpjson.Invalid(w, &httpjson.FieldError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"})
-		return
-	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	e, ok := s.pullEndpoint(w, r)
-	if !ok {
-		return
-	}
-	now := s.now().UTC()
-	i := slices.IndexFunc(e.FeedTokens, func(t endpoint.FeedToken) bool { return t.ID == r.PathValue("token_id") })
-	if i < 0 {
-		httpjson.Error(w, http.StatusNotFound, "feed token not found")
-		return
-	}
-	if overlap == 0 {
-		e.FeedTokens = slices.Delete(e.FeedTokens, i, i+1)
-	} else if old := &e.FeedTokens[i]; old.ExpiresAt.IsZero() || now.Add(overlap).Before(old.ExpiresAt) {
-		old.ExpiresAt = now.Add(overlap)
-	}
-	token, stored := endpoint.NewFeedToken("ft_"+s.newID(), now)
-	e.FeedTokens = append(dropExpired(e.FeedTokens, now), stored)
-	s.storeFeedTokens(w, r, e, stored, token)
+		if overlap == 0 {
+			e.FeedTokens = slices.Delete(e.FeedTokens, i, i+1)
+		} else if old := &e.FeedTokens[i]; old.ExpiresAt.IsZero() || now.Add(overlap).Before(old.ExpiresAt) {
+			old.ExpiresAt = now.Add(overlap)
+		}
+		s.addFeedToken(w, r, e, now)
+	})
 }
 
-// storeFeedTokens saves e with its new token and answers 201 with it.
-func (s *Server) storeFeedTokens(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint, stored endpoint.FeedToken, token string) {
+// addFeedToken saves e with a new token (its expired ones dropped) and
+// answers 201 with it, shown this once.
+func (s *Server) addFeedToken(w http.ResponseWriter, r *http.Request, e endpoint.Endpoint, now time.Time) {
+	token, stored := endpoint.NewFeedToken("ft_"+s.newID(), now)
+	e.FeedTokens = append(dropExpired(e.FeedTokens, now), stored)
 	if err := e.Validate(); err != nil {
 		httpjson.Write(w, http.StatusConflict, httpjson.ErrorBody{Error: err.Error(), Field: "feed_tokens"})
 		return
@@ -126,22 +107,18 @@ func (s *Server) listFeedTokens(w http.ResponseWriter, r *http.Request) {
 
 // revokeFeedToken answers DELETE /v1/endpoints/{id}/feed-tokens/{token_id}.
 func (s *Server) revokeFeedToken(w http.ResponseWriter, r *http.Request) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	e, ok := s.pullEndpoint(w, r)
-	if !ok {
-		return
-	}
-	n := len(e.FeedTokens)
-	e.FeedTokens = slices.DeleteFunc(e.FeedTokens, func(t endpoint.FeedToken) bool { return t.ID == r.PathValue("token_id") })
-	if len(e.FeedTokens) == n {
-		httpjson.Error(w, http.StatusNotFound, "feed token not found")
-		return
-	}
-	e.UpdatedAt = s.now().UTC()
-	if s.put(w, r, e) {
-		w.WriteHeader(http.StatusNoContent)
-	}
+	s.edit(w, r, s.pullEndpoint, func(e endpoint.Endpoint) {
+		n := len(e.FeedTokens)
+		e.FeedTokens = slices.DeleteFunc(e.FeedTokens, func(t endpoint.FeedToken) bool { return t.ID == r.PathValue("token_id") })
+		if len(e.FeedTokens) == n {
+			httpjson.Error(w, http.StatusNotFound, "feed token not found")
+			return
+		}
+		e.UpdatedAt = s.now().UTC()
+		if s.put(w, r, e) {
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
 }
 
 // dropExpired removes tokens whose overlap has ended.

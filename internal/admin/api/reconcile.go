@@ -3,10 +3,11 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/url"
 
+	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // EventFinder searches the events topic by time range.
@@ -18,20 +19,11 @@ type EventFinder interface {
 // for reconciliation: the events Laneway accepted in a time range (by the
 // time Kafka stored them), read from the offsets Kafka finds for since.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
-	if s.events == nil {
-		httpjson.Error(w, http.StatusNotImplemented, "event search is not configured")
-		return
-	}
-	q := r.URL.Query()
-	sp, err := parseSearch(q)
-	if err == nil && sp.cursor == "" && sp.since.IsZero() {
-		err = &endpoint.ValidationError{Field: "since", Reason: "is required: searches read a time range, not the whole topic"}
-	}
-	if err != nil {
-		httpjson.Invalid(w, err)
-		return
-	}
-	filter := eventsearch.Filter{Tenant: q.Get("tenant"), Type: q.Get("type"), Entity: q.Get("entity"), Since: sp.since, Until: sp.until}
-	page, err := s.events.Find(r.Context(), filter, sp.cursor, sp.limit)
-	s.writeSearch(w, r, "event search", page, err)
+	s.search(w, r, "event search", s.events != nil, func(q url.Values, sp adminhttp.Search) (any, error) {
+		if sp.Cursor == "" && sp.Since.IsZero() {
+			return nil, &httpjson.FieldError{Field: "since", Reason: "is required: searches read a time range, not the whole topic"}
+		}
+		filter := eventsearch.Filter{Tenant: q.Get("tenant"), Type: q.Get("type"), Entity: q.Get("entity"), Since: sp.Since, Until: sp.Until}
+		return s.events.Find(r.Context(), filter, sp.Cursor, sp.Limit)
+	})
 }

@@ -44,42 +44,40 @@ func toSecretsJSON(e endpoint.Endpoint, now time.Time) wire.SecretList {
 // route that shows them.
 func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	var req rotateRequest
-	body, ok := httpjson.ReadBody(w, r, s.maxBody)
-	if !ok {
+	if !readOptional(w, r, s.maxBody, &req) {
 		return
 	}
-	if len(body) > 0 { // the body is optional, however it is framed
-		if err := httpjson.DecodeStrict(body, &req); err != nil {
-			httpjson.Invalid(w, err)
-			return
-		}
-	}
-	overlap := s.secretOverlap
-	if req.OverlapSeconds != nil {
-		overlap = time.Duration(*req.OverlapSeconds) * time.Second
-		if *req.OverlapSeconds < 0 || overlap > MaxSecretOverlap {
-			httpjson.Invalid(w, &endpoint.ValidationError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"})
-			return
-		}
-	}
-	if req.Secret == "" {
+	overlap, err := overlapOf(req.OverlapSeconds, s.secretOverlap)
+	if err == nil && req.Secret == "" {
 		req.Secret = endpoint.NewSecret()
-	} else if err := endpoint.ValidateSecret(req.Secret); err != nil {
+	} else if err == nil {
+		err = endpoint.ValidateSecret(req.Secret)
+	}
+	if err != nil {
 		httpjson.Invalid(w, err)
 		return
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	e, ok := s.pathEndpoint(w, r)
-	if !ok {
-		return
+	s.edit(w, r, s.pathEndpoint, func(e endpoint.Endpoint) {
+		now := s.now().UTC()
+		e.Secrets = rotated(e.Secrets, req.Secret, now, overlap)
+		e.UpdatedAt = now
+		if s.put(w, r, e) {
+			httpjson.Write(w, http.StatusOK, toSecretsJSON(e, now))
+		}
+	})
+}
+
+// overlapOf is a rotation's overlap_seconds (nil: def), which must be
+// between 0 and MaxSecretOverlap.
+func overlapOf(seconds *int64, def time.Duration) (time.Duration, error) {
+	if seconds == nil {
+		return def, nil
 	}
-	now := s.now().UTC()
-	e.Secrets = rotated(e.Secrets, req.Secret, now, overlap)
-	e.UpdatedAt = now
-	if s.put(w, r, e) {
-		httpjson.Write(w, http.StatusOK, toSecretsJSON(e, now))
+	overlap := time.Duration(*seconds) * time.Second
+	if *seconds < 0 || overlap > MaxSecretOverlap {
+		return 0, &httpjson.FieldError{Field: "overlap_seconds", Reason: "must be between 0 and 30 days"}
 	}
+	return overlap, nil
 }
 
 // rotated returns the new secret followed by the still-valid old ones, each
