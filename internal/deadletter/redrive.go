@@ -14,6 +14,7 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/jobs"
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
@@ -142,7 +143,7 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	kind := &redrive{cfg: cfg, markers: jobs.Markers{Redis: cfg.Redis, TTL: cfg.MarkerTTL, Name: "redrive", Logger: cfg.Logger}}
+	kind := &redrive{Format: jobs.Format[Request, Job]{Fields: redriveFields}, cfg: cfg, markers: jobs.Markers{Redis: cfg.Redis, TTL: cfg.MarkerTTL, Name: "redrive", Logger: cfg.Logger}}
 	// The topic is part of every key: Laneways with other topic prefixes
 	// may share the Redis.
 	runner, err := jobs.New(jobs.Config[Request, Job]{
@@ -172,8 +173,14 @@ func (r *Redriver) Submit(ctx context.Context, req Request, idempotencyKey strin
 // redrive is the redrive job's kind: each step writes one page of the
 // matching letters back to the deliveries topic.
 type redrive struct {
+	jobs.Format[Request, Job]
 	cfg     Config
 	markers jobs.Markers
+}
+
+// redriveFields are where a redrive's record keeps a job's parts.
+func redriveFields(j *Job) (*jobrecord.Head[Request], *int64, *int64, *int64, *jobrecord.Tail) {
+	return &j.Head, &j.Redriven, &j.Skipped, &j.AlreadyRedriven, &j.Tail
 }
 
 // Step redrives the page of letters at job's cursor.
@@ -188,17 +195,6 @@ func (k *redrive) Step(ctx context.Context, job jobs.Job[Request]) (jobs.Step, e
 	}
 	p.Scanned, p.Matched = int64(page.Scanned), int64(len(page.Letters))
 	return jobs.Step{Progress: p, Next: page.Next}, nil
-}
-
-// Record is the job as the API shows it and Redis stores it.
-func (k *redrive) Record(j jobs.Job[Request]) Job {
-	head, tail := j.Parts()
-	return Job{Head: head, Redriven: j.Sent, Skipped: j.Skipped, AlreadyRedriven: j.AlreadySent, Tail: tail}
-}
-
-// FromRecord reads a stored job back.
-func (k *redrive) FromRecord(j Job) jobs.Job[Request] {
-	return jobs.FromParts(j.Head, j.Redriven, j.Skipped, j.AlreadyRedriven, j.Tail)
 }
 
 func filterOf(j jobs.Job[Request]) Filter {

@@ -113,7 +113,7 @@ type replayer struct {
 
 // newReplayer returns a replayer; Start lets it run jobs.
 func newReplayer(cfg replayConfig) *replayer {
-	kind := &replay{cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
+	kind := &replay{Format: jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}, cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
 	runner, err := jobs.New(jobs.Config[ReplayRequest, ReplayJob]{
 		Kind: kind, Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed",
 		JobKeyPrefix: cfg.prefix + "inbound:replay:", LeaseKeyPrefix: cfg.prefix + "inbound:replay-lease:",
@@ -143,8 +143,14 @@ func (r *replayer) Submit(ctx context.Context, req ReplayRequest, idempotencyKey
 // replay is the replay job's kind: each step copies one page of captures
 // to the end of the inbound topic.
 type replay struct {
+	jobs.Format[ReplayRequest, ReplayJob]
 	cfg     replayConfig
 	markers jobs.Markers
+}
+
+// replayFields are where a replay's record keeps a job's parts.
+func replayFields(j *ReplayJob) (*jobrecord.Head[ReplayRequest], *int64, *int64, *int64, *jobrecord.Tail) {
+	return &j.Head, &j.Replayed, &j.Skipped, &j.AlreadyReplayed, &j.Tail
 }
 
 // Step replays the page of requests at job's cursor.
@@ -181,17 +187,6 @@ func (k *replay) page(ctx context.Context, job jobs.Job[ReplayRequest]) (ids []s
 		ids = append(ids, it.ID)
 	}
 	return ids, found.Scanned, found.Next, nil
-}
-
-// Record is the job as the API shows it and Redis stores it.
-func (k *replay) Record(j jobs.Job[ReplayRequest]) ReplayJob {
-	head, tail := j.Parts()
-	return ReplayJob{Head: head, Replayed: j.Sent, Skipped: j.Skipped, AlreadyReplayed: j.AlreadySent, Tail: tail}
-}
-
-// FromRecord reads a stored job back.
-func (k *replay) FromRecord(j ReplayJob) jobs.Job[ReplayRequest] {
-	return jobs.FromParts(j.Head, j.Replayed, j.Skipped, j.AlreadyReplayed, j.Tail)
 }
 
 func filterOf(j jobs.Job[ReplayRequest]) Filter {

@@ -70,19 +70,31 @@ type Job[Req any] struct {
 	Cursor string
 }
 
-// Parts are the job's fields that every kind's record shares (see package
-// record); the kind adds its own names for Sent, Skipped and AlreadySent.
-func (j Job[Req]) Parts() (jobrecord.Head[Req], jobrecord.Tail) {
-	return jobrecord.Head[Req]{ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until, Scanned: j.Scanned, Matched: j.Matched},
-		jobrecord.Tail{Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor}
+// Format maps jobs to a kind's record type and back (Kind's Record and
+// FromRecord): a record that embeds jobrecord.Head and jobrecord.Tail
+// around its own names for the counts Sent, Skipped and AlreadySent.
+type Format[Req, Rec any] struct {
+	// Fields points into rec at its head, its counts (sent, skipped,
+	// already sent) and its tail.
+	Fields func(rec *Rec) (*jobrecord.Head[Req], *int64, *int64, *int64, *jobrecord.Tail)
 }
 
-// FromParts is the job a stored record describes: its shared parts and
-// the kind's counts.
-func FromParts[Req any](h jobrecord.Head[Req], sent, skipped, alreadySent int64, t jobrecord.Tail) Job[Req] {
+// Record is j as its kind's record.
+func (f Format[Req, Rec]) Record(j Job[Req]) Rec {
+	var rec Rec
+	head, sent, skipped, alreadySent, tail := f.Fields(&rec)
+	*head = jobrecord.Head[Req]{ID: j.ID, Status: j.Status, Request: j.Request, Until: j.Until, Scanned: j.Scanned, Matched: j.Matched}
+	*sent, *skipped, *alreadySent = j.Sent, j.Skipped, j.AlreadySent
+	*tail = jobrecord.Tail{Error: j.Error, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt, Cursor: j.Cursor}
+	return rec
+}
+
+// FromRecord is the job a stored record describes.
+func (f Format[Req, Rec]) FromRecord(rec Rec) Job[Req] {
+	h, sent, skipped, alreadySent, t := f.Fields(&rec)
 	return Job[Req]{
 		ID: h.ID, Status: h.Status, Request: h.Request, Until: h.Until,
-		Progress: Progress{Scanned: h.Scanned, Matched: h.Matched, Sent: sent, Skipped: skipped, AlreadySent: alreadySent},
+		Progress: Progress{Scanned: h.Scanned, Matched: h.Matched, Sent: *sent, Skipped: *skipped, AlreadySent: *alreadySent},
 		Error:    t.Error, StartedAt: t.StartedAt, UpdatedAt: t.UpdatedAt, FinishedAt: t.FinishedAt, Cursor: t.Cursor,
 	}
 }
@@ -94,7 +106,8 @@ type Step struct {
 	Next string
 }
 
-// Kind is one sort of job: its step, and its record format.
+// Kind is one sort of job: its step, and its record format (a Format,
+// for a record built of jobrecord's parts).
 type Kind[Req, Rec any] interface {
 	// Step does the work of one page from job.Cursor. An error fails the
 	// job (a repeated request resumes it from the last saved cursor).
