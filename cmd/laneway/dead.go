@@ -18,10 +18,8 @@ import (
 func deadGroup() *group {
 	var (
 		list struct {
-			endpoint, reason, cursor string
-			since, until             timeFlag
-			limit                    int
-			all                      bool
+			endpoint, reason string
+			searchFlags
 		}
 		rd struct {
 			ids                       commaList
@@ -42,40 +40,16 @@ func deadGroup() *group {
 				flags: func(fs *flag.FlagSet) {
 					fs.StringVar(&list.endpoint, "endpoint", "", "only this endpoint's letters (reads one partition)")
 					fs.StringVar(&list.reason, "reason", "", "only letters of this reason (e.g. http_413, endpoint_disabled)")
-					fs.Var(&list.since, "since", "died at or after this time")
-					fs.Var(&list.until, "until", "died before this time")
-					fs.IntVar(&list.limit, "limit", 0, "letters per page, 1–1000 (default: the server's, 100)")
-					fs.StringVar(&list.cursor, "cursor", "", "continue from an earlier page's next cursor")
-					fs.BoolVar(&list.all, "all", false, "follow the cursors to the end")
+					list.register(fs, "letters", "died at or after this time", "died before this time")
 				},
 				run: func(ctx context.Context, c cmdIO, _ []string) error {
 					q := client.DeadQuery{EndpointID: list.endpoint, Reason: list.reason, Since: list.since.t, Until: list.until.t, Limit: list.limit}
-					l, err := collect(ctx, list.cursor, list.all, func(cursor string) (client.Page[client.DeadLetter], error) {
+					fetch := func(cursor string) (client.Page[client.DeadLetter], error) {
 						q.Cursor = cursor
 						return c.c.ListDead(ctx, q)
-					})
-					if err != nil {
-						return err
 					}
-					if c.flags.json() {
-						return writeListingJSON(c.stdout, l, list.all)
-					}
-					t := newTable(c.stdout, "ID", "ENDPOINT", "REASON", "DEAD_AT", "TYPE", "ENTITY", "REV", "ATTEMPTS", "DETAIL")
-					for _, d := range l.items {
-						typ, entity, rev, attempts := "-", "-", "-", "-"
-						if dl := d.Delivery; dl != nil {
-							typ, entity, rev, attempts = dl.Type, dl.Entity, strconv.FormatInt(dl.Revision, 10), strconv.Itoa(dl.Attempts)
-						}
-						t.row(d.ID, orDash(d.EndpointID), d.Reason, fmtTime(d.DeadAt), typ, entity, rev, attempts, orDash(truncate(d.Detail, 60)))
-					}
-					if err := t.flush(); err != nil {
-						return err
-					}
-					if len(l.items) == 0 && l.next == "" {
-						fmt.Fprintln(c.stdout, "(no dead letters)")
-					}
-					moreHint(c.stdout, l.next, len(l.items))
-					return nil
+					columns := []string{"ID", "ENDPOINT", "REASON", "DEAD_AT", "TYPE", "ENTITY", "REV", "ATTEMPTS", "DETAIL"}
+					return printSearch(ctx, c, &list.searchFlags, fetch, columns, deadRow, "(no dead letters)")
 				},
 			},
 			{
@@ -269,4 +243,13 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// deadRow is a dead letter's row of dead list.
+func deadRow(d client.DeadLetter) []string {
+	typ, entity, rev, attempts := "-", "-", "-", "-"
+	if dl := d.Delivery; dl != nil {
+		typ, entity, rev, attempts = dl.Type, dl.Entity, strconv.FormatInt(dl.Revision, 10), strconv.Itoa(dl.Attempts)
+	}
+	return []string{d.ID, orDash(d.EndpointID), d.Reason, fmtTime(d.DeadAt), typ, entity, rev, attempts, orDash(truncate(d.Detail, 60))}
 }

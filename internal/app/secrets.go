@@ -100,11 +100,24 @@ func RekeySecrets(ctx context.Context, cfg Config, rewrite bool) (SecretsReport,
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	report := SecretsReport{WriteKeyID: a.secrets.WriteKeyID()}
+	// census takes a store as its constructor returns it.
+	census := func(store sealedStore, err error) (secretbox.Census, error) {
+		if err != nil {
+			return secretbox.Census{}, err
+		}
+		return censusOrRekey(ctx, store, rewrite)
+	}
 	var err error
-	if report.Endpoints, err = a.rekeyEndpoints(ctx, rewrite); err != nil {
+	if report.Endpoints, err = census(endpoint.NewStore(endpoint.StoreConfig{
+		Brokers: a.brokers, Topic: a.cfg.Topics.Endpoints, Secrets: a.secrets, Logger: a.log,
+		ClientOpts: a.clientOpts("secrets-endpoints"),
+	})); err != nil {
 		return report, fmt.Errorf("endpoints: %w", err)
 	}
-	if report.Sources, err = a.rekeySources(ctx, rewrite); err != nil {
+	if report.Sources, err = census(inbound.NewSourceStore(inbound.SourceStoreConfig{
+		Brokers: a.brokers, Topic: a.cfg.Topics.Sources, Secrets: a.secrets, Logger: a.log,
+		ClientOpts: a.clientOpts("secrets-sources"),
+	})); err != nil {
 		return report, fmt.Errorf("sources: %w", err)
 	}
 	return report, nil
@@ -127,26 +140,4 @@ func censusOrRekey(ctx context.Context, store sealedStore, rewrite bool) (secret
 		return store.Census(), nil
 	}
 	return store.Rekey(ctx)
-}
-
-func (a *App) rekeyEndpoints(ctx context.Context, rewrite bool) (secretbox.Census, error) {
-	store, err := endpoint.NewStore(endpoint.StoreConfig{
-		Brokers: a.brokers, Topic: a.cfg.Topics.Endpoints, Secrets: a.secrets, Logger: a.log,
-		ClientOpts: a.clientOpts("secrets-endpoints"),
-	})
-	if err != nil {
-		return secretbox.Census{}, err
-	}
-	return censusOrRekey(ctx, store, rewrite)
-}
-
-func (a *App) rekeySources(ctx context.Context, rewrite bool) (secretbox.Census, error) {
-	store, err := inbound.NewSourceStore(inbound.SourceStoreConfig{
-		Brokers: a.brokers, Topic: a.cfg.Topics.Sources, Secrets: a.secrets, Logger: a.log,
-		ClientOpts: a.clientOpts("secrets-sources"),
-	})
-	if err != nil {
-		return secretbox.Census{}, err
-	}
-	return censusOrRekey(ctx, store, rewrite)
 }

@@ -26,43 +26,32 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "laneway_inbound_ack_duration_seconds",
-			Help:    "Time from a request's arrival at POST /in/{source} to its answer (202 only after acks=all), by source and status code.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"source", "code"}),
-		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_inbound_verifications_total",
-			Help: "Verification outcomes committed by the verify stage (verified, rejected, duplicate), by source and rejection reason.",
-		}, []string{"source", "outcome", "reason"}),
-		verifyDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "laneway_inbound_verify_delay_seconds",
-			Help:    "Time from a request's receipt to the commit of its verification outcome (replays excluded), by source.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800},
-		}, []string{"source"}),
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_inbound_forwarded_total",
-			Help: "Verified requests published to the events topic, by source.",
-		}, []string{"source"}),
-		dedupErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_inbound_dedup_errors_total",
-			Help: "Verify batches whose dedup claims failed (Redis unavailable); their requests were forwarded without dedup.",
-		}),
-		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_inbound_replayed_total",
-			Help: "Captured requests copied for another verification by replay jobs, by action (reverify, republish).",
-		}, []string{"action"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "laneway_inbound_refused_total",
-			Help: "Requests the front door refused before storing them whole, by source (_unknown for unknown sources) and reason.",
-		}, []string{"source", "reason"}),
-		refusedUnkept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "laneway_inbound_refused_unkept_total",
-			Help: "Refused requests only counted, not kept as metadata, because the keep budget (RefusedKeepRate) was spent.",
-		}),
+		ack: histogramVec("laneway_inbound_ack_duration_seconds", "Time from a request's arrival at POST /in/{source} to its answer (202 only after acks=all), by source and status code.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "source", "code"),
+		verifications: counterVec("laneway_inbound_verifications_total", "Verification outcomes committed by the verify stage (verified, rejected, duplicate), by source and rejection reason.", "source", "outcome", "reason"),
+		verifyDelay: histogramVec("laneway_inbound_verify_delay_seconds", "Time from a request's receipt to the commit of its verification outcome (replays excluded), by source.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800}, "source"),
+		forwarded:     counterVec("laneway_inbound_forwarded_total", "Verified requests published to the events topic, by source.", "source"),
+		dedupErrors:   counter("laneway_inbound_dedup_errors_total", "Verify batches whose dedup claims failed (Redis unavailable); their requests were forwarded without dedup."),
+		replayed:      counterVec("laneway_inbound_replayed_total", "Captured requests copied for another verification by replay jobs, by action (reverify, republish).", "action"),
+		refused:       counterVec("laneway_inbound_refused_total", "Requests the front door refused before storing them whole, by source (_unknown for unknown sources) and reason.", "source", "reason"),
+		refusedUnkept: counter("laneway_inbound_refused_unkept_total", "Refused requests only counted, not kept as metadata, because the keep budget (RefusedKeepRate) was spent."),
 	}
 	reg.MustRegister(m.ack, m.verifications, m.verifyDelay, m.forwarded, m.dedupErrors, m.replayed, m.refused, m.refusedUnkept)
 	return m
+}
+
+// counterVec, counter and histogramVec make the metrics.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 func (m *metrics) observeAck(source string, code int, d time.Duration) {
