@@ -3,8 +3,8 @@ package inbound
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 
+	"github.com/laneway/laneway/internal/model/sealing"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/table"
 )
@@ -46,44 +46,38 @@ func (x sourceSecrets) setOn(s *Source) {
 	s.CaptureToken, s.PreviousCaptureToken = x.CaptureToken, x.PreviousCaptureToken
 }
 
-// sourceAAD binds a source's sealed secrets to its id, so that they cannot
-// be copied into another source's (or an endpoint's) record.
-func sourceAAD(id string) string { return "laneway/source/" + id }
-
-func encodeSource(src Source, ring *secretbox.Ring) ([]byte, error) {
+func encodeSource(src Source, box sealing.Box) ([]byte, error) {
 	rec := sourceRecord{Source: src, CaptureTokenSet: src.CaptureToken != ""}
 	secrets := secretsOf(&src)
-	if ring == nil {
-		rec.Secret, rec.PreviousSecret = secrets.Secret, secrets.PreviousSecret
-		rec.CaptureToken, rec.PreviousCaptureToken = secrets.CaptureToken, secrets.PreviousCaptureToken
-		return json.Marshal(rec)
-	}
-	sealed, err := ring.SealJSON(sourceAAD(src.ID), secrets)
-	if err != nil {
+	var err error
+	if rec.SecretsSealed, err = box.Seal(src.ID, secrets); err != nil {
 		return nil, err
 	}
-	rec.SecretsSealed = sealed
+	if rec.SecretsSealed == nil {
+		rec.Secret, rec.PreviousSecret = secrets.Secret, secrets.PreviousSecret
+		rec.CaptureToken, rec.PreviousCaptureToken = secrets.CaptureToken, secrets.PreviousCaptureToken
+	}
 	return json.Marshal(rec)
 }
 
-// sourceCodec is the table codec of source records, sealing with ring
-// (nil: plaintext).
-type sourceCodec struct{ ring *secretbox.Ring }
+// sourceCodec is the table codec of source records, sealing with its box.
+type sourceCodec struct{ box sealing.Box }
+
+func newSourceCodec(ring *secretbox.Ring) sourceCodec {
+	return sourceCodec{sealing.Box{Ring: ring, Kind: "source"}}
+}
 
 func (sourceCodec) ID(src Source) string { return src.ID }
 
-func (c sourceCodec) Encode(src Source) ([]byte, error) { return encodeSource(src, c.ring) }
+func (c sourceCodec) Encode(src Source) ([]byte, error) { return encodeSource(src, c.box) }
 
 // Decode reads a record value of id. Secrets that do not open leave the
 // source held: no secrets, and heldErr set, so that Verify rejects its
 // requests rather than check them against nothing.
 func (c sourceCodec) Decode(id string, value []byte) (Source, table.Seal, error) {
 	var rec sourceRecord
-	if err := json.Unmarshal(value, &rec); err != nil {
+	if err := c.box.Unmarshal(id, value, &rec, func() string { return rec.ID }); err != nil {
 		return Source{}, table.Seal{}, err
-	}
-	if rec.ID != id {
-		return Source{}, table.Seal{}, fmt.Errorf("record of key %q holds source %q", id, rec.ID)
 	}
 	src := rec.Source
 	if rec.SecretsSealed == nil {
@@ -91,8 +85,8 @@ func (c sourceCodec) Decode(id string, value []byte) (Source, table.Seal, error)
 		return src, table.Seal{}, nil
 	}
 	var secrets sourceSecrets
-	seal := table.Seal{KeyID: rec.SecretsSealed.KeyID}
-	if seal.Err = c.ring.OpenJSON(sourceAAD(id), rec.SecretsSealed, &secrets); seal.Err != nil {
+	seal := c.box.Open(id, rec.SecretsSealed, &secrets)
+	if seal.Err != nil {
 		src.heldErr, src.heldToken = seal.Err, rec.CaptureTokenSet
 		secrets = sourceSecrets{} // nothing half-opened
 	}

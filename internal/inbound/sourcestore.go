@@ -57,7 +57,7 @@ func NewSourceStore(cfg SourceStoreConfig) (*SourceStore, error) {
 func newSourceStore(brokers []string, topic string, ring *secretbox.Ring, logger *slog.Logger, extra []kgo.Opt) (*SourceStore, error) {
 	t, err := table.New(table.Config[Source]{
 		Brokers: brokers, Topic: topic, ClientOpts: extra, Logger: logger,
-		Codec: sourceCodec{ring: ring},
+		Codec: newSourceCodec(ring),
 		Name:  "source", HeldNote: "its requests are captured but rejected secrets_unavailable until the key is back in the key file",
 		ErrNotFound: ErrSourceNotFound, ErrHeld: ErrSecretsUnavailable,
 	})

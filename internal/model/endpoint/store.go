@@ -64,7 +64,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	}
 	t, err := table.New(table.Config[Endpoint]{
 		Brokers: cfg.Brokers, Topic: cfg.Topic, ClientOpts: cfg.ClientOpts, Logger: cfg.Logger,
-		Codec: codec{ring: cfg.Secrets},
+		Codec: newCodec(cfg.Secrets),
 		Group: func(e Endpoint) string { return e.Tenant },
 		Name:  "endpoint", HeldNote: "its deliveries are held (shown paused) until the key is back in the key file",
 		ErrNotFound: ErrNotFound, ErrHeld: ErrSecretsUnavailable,
