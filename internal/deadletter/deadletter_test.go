@@ -261,7 +261,8 @@ func TestRedriveResumesAJobWhoseRunnerWentAway(t *testing.T) {
 	if _, err := first.redrive(ctx, page.Letters); err != nil {
 		t.Fatal(err)
 	}
-	id := jobID(normalised(req), "")
+	norm, _, _ := prepare(req)
+	id := jobID(norm, "")
 	first.save(ctx, Job{
 		Head:     jobrecord.Head[Request]{ID: id, Status: StatusRunning, Request: req, Until: t0.Add(time.Hour), Matched: 100},
 		Redriven: 100, Tail: jobrecord.Tail{Cursor: page.Next},

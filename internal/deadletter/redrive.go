@@ -58,12 +58,14 @@ func Validate(r Request) error {
 	return nil
 }
 
-// normalised sorts and de-duplicates ids and puts times in UTC, so that the
-// same request always has the same job id.
-func normalised(r Request) Request {
-	r.IDs = jobs.SortIDs(r.IDs)
-	r.Since, r.Until = jobs.UTC(r.Since), jobs.UTC(r.Until)
-	return r
+// prepare checks r and puts it in its normal form (jobs.Normal), so that
+// the same request always has the same job id; its range ends at Until.
+func prepare(r Request) (Request, *time.Time, error) {
+	if err := Validate(r); err != nil {
+		return r, nil, err
+	}
+	r.IDs, r.Since, r.Until = jobs.Normal(r.IDs, r.Since, r.Until)
+	return r, r.Until, nil
 }
 
 // Job is a redrive's progress, as the API shows it and Redis stores it.
@@ -132,8 +134,10 @@ func (c *Config) setDefaults() error {
 // survive the process: a repeated request for a job whose runner went away
 // resumes it from its last saved cursor.
 type Redriver struct {
-	// Runner serves Start, Stop (which cancels running jobs, their progress
-	// staying in Redis for a repeated request to resume) and Get.
+	// Runner serves Submit (which starts the redrive of a request, or
+	// returns the job already started for the same request or idempotency
+	// key), Start, Stop (which cancels running jobs, their progress staying
+	// in Redis for a repeated request to resume) and Get.
 	*jobs.Runner[Request, Job]
 	kind *redrive
 }
@@ -147,7 +151,7 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	// The topic is part of every key: Laneways with other topic prefixes
 	// may share the Redis.
 	runner, err := jobs.New(jobs.Config[Request, Job]{
-		Kind: kind, Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven",
+		Kind: kind, Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven", Prepare: prepare,
 		JobKeyPrefix:   cfg.KeyPrefix + "redrive:" + cfg.Finder.topic + ":",
 		LeaseKeyPrefix: cfg.KeyPrefix + "redrive-lease:" + cfg.Finder.topic + ":",
 		Describe:       func(req Request) []any { return []any{"endpoint", req.EndpointID, "ids", len(req.IDs)} },
@@ -157,17 +161,6 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 		return nil, err
 	}
 	return &Redriver{Runner: runner, kind: kind}, nil
-}
-
-// Submit starts the redrive of req, or returns the job already started for
-// the same request (or the same idempotency key). created reports whether
-// this call started or resumed it.
-func (r *Redriver) Submit(ctx context.Context, req Request, idempotencyKey string) (job Job, created bool, err error) {
-	if err := Validate(req); err != nil {
-		return Job{}, false, err
-	}
-	req = normalised(req)
-	return r.Runner.Submit(ctx, req, req.Until, idempotencyKey)
 }
 
 // redrive is the redrive job's kind: each step writes one page of the
@@ -185,16 +178,13 @@ func redriveFields(j *Job) (*jobrecord.Head[Request], *int64, *int64, *int64, *j
 
 // Step redrives the page of letters at job's cursor.
 func (k *redrive) Step(ctx context.Context, job jobs.Job[Request]) (jobs.Step, error) {
+	return jobs.PagedStep(ctx, k, job)
+}
+
+// Page reads the letters at job's cursor.
+func (k *redrive) Page(ctx context.Context, job jobs.Job[Request]) ([]Letter, int, string, error) {
 	page, err := k.cfg.Finder.Find(ctx, filterOf(job), job.Cursor, k.cfg.PageSize)
-	if err != nil {
-		return jobs.Step{}, err
-	}
-	p, err := k.send(ctx, page.Letters)
-	if err != nil {
-		return jobs.Step{}, err
-	}
-	p.Scanned, p.Matched = int64(page.Scanned), int64(len(page.Letters))
-	return jobs.Step{Progress: p, Next: page.Next}, nil
+	return page.Letters, page.Scanned, page.Next, err
 }
 
 func filterOf(j jobs.Job[Request]) Filter {
@@ -211,9 +201,9 @@ func filterOf(j jobs.Job[Request]) Filter {
 	return f
 }
 
-// send writes the redrivable letters, in order, to the deliveries topic,
+// Send writes the redrivable letters, in order, to the deliveries topic,
 // skipping those an earlier redrive already sent.
-func (k *redrive) send(ctx context.Context, letters []Letter) (jobs.Progress, error) {
+func (k *redrive) Send(ctx context.Context, _ jobs.Job[Request], letters []Letter) (jobs.Progress, error) {
 	var p jobs.Progress
 	var candidates []Letter
 	for _, l := range letters {

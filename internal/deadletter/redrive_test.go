@@ -16,7 +16,7 @@ import (
 // redrive sends letters as one step of a job would, for tests that fake a
 // runner that died after some steps.
 func (r *Redriver) redrive(ctx context.Context, letters []Letter) (jobs.Progress, error) {
-	return r.kind.send(ctx, letters)
+	return r.kind.Send(ctx, jobs.Job[Request]{}, letters)
 }
 
 // save writes a job record straight to Redis, where and as the versions

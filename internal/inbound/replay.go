@@ -66,12 +66,14 @@ func (r *ReplayRequest) Validate() error {
 	return nil
 }
 
-// normalised sorts and de-duplicates ids and puts times in UTC, so that the
-// same request always has the same job id.
-func (r ReplayRequest) normalised() ReplayRequest {
-	r.IDs = jobs.SortIDs(r.IDs)
-	r.Since, r.Until = jobs.UTC(r.Since), jobs.UTC(r.Until)
-	return r
+// prepare checks r and puts it in its normal form (jobs.Normal), so that
+// the same request always has the same job id; its range ends at Until.
+func prepare(r ReplayRequest) (ReplayRequest, *time.Time, error) {
+	if err := r.Validate(); err != nil {
+		return r, nil, err
+	}
+	r.IDs, r.Since, r.Until = jobs.Normal(r.IDs, r.Since, r.Until)
+	return r, r.Until, nil
 }
 
 // ReplayJob is a replay's progress. Replayed requests are copied to the
@@ -106,8 +108,10 @@ type replayConfig struct {
 // deadletter.Redriver does): a repeated request for a job whose runner
 // went away resumes it from its last saved cursor.
 type replayer struct {
-	// Runner serves Start, Stop (which cancels running jobs, their progress
-	// staying in Redis for a repeated request to resume), Get and Watch.
+	// Runner serves Submit (which starts the replay of a request, or
+	// returns the job already started for the same request or idempotency
+	// key), Start, Stop (which cancels running jobs, their progress staying
+	// in Redis for a repeated request to resume), Get and Watch.
 	*jobs.Runner[ReplayRequest, ReplayJob]
 }
 
@@ -115,7 +119,7 @@ type replayer struct {
 func newReplayer(cfg replayConfig) *replayer {
 	kind := &replay{Format: jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}, cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
 	runner, err := jobs.New(jobs.Config[ReplayRequest, ReplayJob]{
-		Kind: kind, Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed",
+		Kind: kind, Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed", Prepare: prepare,
 		JobKeyPrefix: cfg.prefix + "inbound:replay:", LeaseKeyPrefix: cfg.prefix + "inbound:replay-lease:",
 		Describe: func(req ReplayRequest) []any {
 			return []any{"action", req.Action, "source", req.Source, "ids", len(req.IDs)}
@@ -127,17 +131,6 @@ func newReplayer(cfg replayConfig) *replayer {
 		panic("inbound: " + err.Error())
 	}
 	return &replayer{Runner: runner}
-}
-
-// Submit starts the replay of req, or returns the job already started for
-// the same request (or the same idempotency key). created reports whether
-// this call started or resumed it.
-func (r *replayer) Submit(ctx context.Context, req ReplayRequest, idempotencyKey string) (ReplayJob, bool, error) {
-	if err := req.Validate(); err != nil {
-		return ReplayJob{}, false, err
-	}
-	req = req.normalised()
-	return r.Runner.Submit(ctx, req, req.Until, idempotencyKey)
 }
 
 // replay is the replay job's kind: each step copies one page of captures
@@ -155,22 +148,13 @@ func replayFields(j *ReplayJob) (*jobrecord.Head[ReplayRequest], *int64, *int64,
 
 // Step replays the page of requests at job's cursor.
 func (k *replay) Step(ctx context.Context, job jobs.Job[ReplayRequest]) (jobs.Step, error) {
-	ids, scanned, next, err := k.page(ctx, job)
-	if err != nil {
-		return jobs.Step{}, err
-	}
-	p, err := k.send(ctx, job, ids)
-	if err != nil {
-		return jobs.Step{}, err
-	}
-	p.Scanned, p.Matched = int64(scanned), int64(len(ids))
-	return jobs.Step{Progress: p, Next: next}, nil
+	return jobs.PagedStep(ctx, k, job)
 }
 
-// page returns the ids of the step's requests: the next slice of the
+// Page returns the ids of the step's requests: the next slice of the
 // request's list (the cursor is an index into it), or the next page of
 // the finder's search.
-func (k *replay) page(ctx context.Context, job jobs.Job[ReplayRequest]) (ids []string, scanned int, next string, err error) {
+func (k *replay) Page(ctx context.Context, job jobs.Job[ReplayRequest]) (ids []string, scanned int, next string, err error) {
 	if all := job.Request.IDs; len(all) > 0 {
 		from, _ := strconv.Atoi(job.Cursor) // "" is 0
 		to := min(from+k.cfg.pageSize, len(all))
@@ -197,9 +181,9 @@ func filterOf(j jobs.Job[ReplayRequest]) Filter {
 	return f
 }
 
-// send copies the captures named by ids to the end of the inbound topic,
+// Send copies the captures named by ids to the end of the inbound topic,
 // marked with the action and job, skipping those this job copied before.
-func (k *replay) send(ctx context.Context, job jobs.Job[ReplayRequest], ids []string) (jobs.Progress, error) {
+func (k *replay) Send(ctx context.Context, job jobs.Job[ReplayRequest], ids []string) (jobs.Progress, error) {
 	var p jobs.Progress
 	sent := k.markers.Sent(ctx, k.markerKeys(job.ID, ids))
 	var fresh []string

@@ -106,6 +106,32 @@ type Step struct {
 	Next string
 }
 
+// Pager is a kind whose step reads the page of items at the job's cursor
+// and sends them.
+type Pager[Req, Item any] interface {
+	// Page reads the items of the step, how many records it examined for
+	// them, and the cursor after it ("" at the end).
+	Page(ctx context.Context, job Job[Req]) (items []Item, scanned int, next string, err error)
+	// Send writes the items; its Progress says how (Sent, Skipped,
+	// AlreadySent).
+	Send(ctx context.Context, job Job[Req], items []Item) (Progress, error)
+}
+
+// PagedStep is the step of a Pager: the page at the job's cursor, sent,
+// every item of it counted as matched.
+func PagedStep[Req, Item any](ctx context.Context, p Pager[Req, Item], job Job[Req]) (Step, error) {
+	items, scanned, next, err := p.Page(ctx, job)
+	if err != nil {
+		return Step{}, err
+	}
+	prog, err := p.Send(ctx, job, items)
+	if err != nil {
+		return Step{}, err
+	}
+	prog.Scanned, prog.Matched = int64(scanned), int64(len(items))
+	return Step{Progress: prog, Next: next}, nil
+}
+
 // Kind is one sort of job: its step, and its record format (a Format,
 // for a record built of jobrecord's parts).
 type Kind[Req, Rec any] interface {
@@ -134,6 +160,10 @@ type Config[Req, Rec any] struct {
 	// SentName names Progress.Sent in the end-of-job log line (and
 	// "already_"+SentName, AlreadySent). Default "sent".
 	SentName string
+	// Prepare checks a request and puts it in its normal form, so that
+	// the same request always has the same job id, and gives the end of
+	// its range (nil: now). Default: the request as it is, no end.
+	Prepare func(req Req) (Req, *time.Time, error)
 	// Describe gives the attributes of the job-started log line. Default
 	// none.
 	Describe func(req Req) []any
@@ -154,6 +184,9 @@ func (c *Config[Req, Rec]) setDefaults() error {
 	}
 	if c.SentName == "" {
 		c.SentName = "sent"
+	}
+	if c.Prepare == nil {
+		c.Prepare = func(req Req) (Req, *time.Time, error) { return req, nil, nil }
 	}
 	if c.Describe == nil {
 		c.Describe = func(Req) []any { return nil }
@@ -195,6 +228,12 @@ func SortIDs(ids []string) []string {
 		return ids
 	}
 	return slices.Compact(slices.Sorted(slices.Values(ids)))
+}
+
+// Normal puts the ids and time range of a request in their normal form
+// (SortIDs, UTC).
+func Normal(ids []string, since, until *time.Time) ([]string, *time.Time, *time.Time) {
+	return SortIDs(ids), UTC(since), UTC(until)
 }
 
 // UTC returns t in UTC (nil stays nil), so that the same instant written

@@ -189,12 +189,16 @@ func (f *fixture) held(t *testing.T, page int) *copier {
 }
 
 // runner starts a runner of kind k; it stops when the test ends.
-func (f *fixture) runner(t *testing.T, k *copier) *Runner[request, Job[request]] {
+func (f *fixture) runner(t *testing.T, k *copier, tweaks ...func(*Config[request, Job[request]])) *Runner[request, Job[request]] {
 	t.Helper()
-	r, err := New(Config[request, Job[request]]{
+	cfg := Config[request, Job[request]]{
 		Kind: k, Redis: f.rdb, Name: "copy", IDPrefix: "cp_", JobKeyPrefix: "test:job:", LeaseKeyPrefix: "test:lease:",
 		Lease: time.Minute, Logger: f.logger, Now: func() time.Time { return t0 },
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +241,7 @@ func (f *fixture) stored(t *testing.T, r *Runner[request, Job[request]], id stri
 // start submits req and fails the test unless that started its job.
 func start(t *testing.T, r *Runner[request, Job[request]], req request) Job[request] {
 	t.Helper()
-	job, created, err := r.Submit(context.Background(), req, nil, "")
+	job, created, err := r.Submit(context.Background(), req, "")
 	if err != nil || !created {
 		t.Fatalf("submit %+v: created %v, %v", req, created, err)
 	}

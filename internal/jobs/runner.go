@@ -62,11 +62,15 @@ func (r *Runner[Req, Rec]) Stop(context.Context) error {
 	return nil
 }
 
-// Submit starts the job of req, or returns the job already started for the
-// same request (or the same idempotency key). until is the end of the
-// job's range (nil: now). created reports whether this call started or
-// resumed the job; a job running elsewhere, or done, is only reported.
-func (r *Runner[Req, Rec]) Submit(ctx context.Context, req Req, until *time.Time, idempotencyKey string) (rec Rec, created bool, err error) {
+// Submit starts the job of req (checked and normalised by
+// Config.Prepare), or returns the job already started for the same request
+// (or the same idempotency key). created reports whether this call started
+// or resumed the job; a job running elsewhere, or done, is only reported.
+func (r *Runner[Req, Rec]) Submit(ctx context.Context, req Req, idempotencyKey string) (rec Rec, created bool, err error) {
+	req, until, err := r.cfg.Prepare(req)
+	if err != nil {
+		return rec, false, err
+	}
 	if !r.accepting() {
 		return rec, false, ErrStopped
 	}

@@ -44,7 +44,10 @@ func TestJobsRunToTheEndAndSaveProgress(t *testing.T) {
 		t.Fatal("a finished job keeps its lease")
 	}
 	until := t0.Add(-time.Hour)
-	if j, _, err := f.runner(t, k).Submit(context.Background(), request{Name: "until"}, &until, ""); err != nil || !j.Until.Equal(until) {
+	withUntil := f.runner(t, k, func(c *Config[request, Job[request]]) {
+		c.Prepare = func(r request) (request, *time.Time, error) { return r, &until, nil }
+	})
+	if j, _, err := withUntil.Submit(context.Background(), request{Name: "until"}, ""); err != nil || !j.Until.Equal(until) {
 		t.Fatalf("until given: %+v, %v", j, err)
 	}
 }
@@ -54,23 +57,23 @@ func TestJobsAreIdempotentByRequestAndKey(t *testing.T) {
 	k := f.copier(t, 10)
 	r := f.runner(t, k)
 	ctx := context.Background()
-	a, _, err := r.Submit(ctx, request{Name: "a"}, nil, "")
+	a, _, err := r.Submit(ctx, request{Name: "a"}, "")
 	if err != nil || a.ID != ID("cp_", request{Name: "a"}, "") {
 		t.Fatalf("submit: %+v, %v", a, err)
 	}
-	if again, created, err := r.Submit(ctx, request{Name: "a"}, nil, ""); err != nil || created || again.ID != a.ID {
+	if again, created, err := r.Submit(ctx, request{Name: "a"}, ""); err != nil || created || again.ID != a.ID {
 		t.Fatalf("same request: %+v created %v, %v; want the same job, not started again", again, created, err)
 	}
 	waitStatus(t, r, a.ID, StatusDone)
 	steps := k.stepCount()
-	if again, created, err := r.Submit(ctx, request{Name: "a"}, nil, ""); err != nil || created || again.Status != StatusDone || again.Sent != 5 {
+	if again, created, err := r.Submit(ctx, request{Name: "a"}, ""); err != nil || created || again.Status != StatusDone || again.Sent != 5 {
 		t.Fatalf("same request when done: %+v created %v, %v", again, created, err)
 	}
-	keyed, _, err := r.Submit(ctx, request{Name: "b"}, nil, "k1")
+	keyed, _, err := r.Submit(ctx, request{Name: "b"}, "k1")
 	if err != nil || keyed.ID == a.ID {
 		t.Fatalf("keyed: %+v, %v", keyed, err)
 	}
-	if other, _, err := r.Submit(ctx, request{Name: "other"}, nil, "k1"); err != nil || other.ID != keyed.ID {
+	if other, _, err := r.Submit(ctx, request{Name: "other"}, "k1"); err != nil || other.ID != keyed.ID {
 		t.Fatalf("same key, other request: %+v, %v; want the keyed job", other, err)
 	}
 	waitStatus(t, r, keyed.ID, StatusDone)
@@ -88,7 +91,7 @@ func TestJobsLeaseLetsOneInstanceRunAJob(t *testing.T) {
 	if c := receive(t, ka.entered); c != "" {
 		t.Fatalf("first step at %q", c)
 	}
-	if got, created, err := b.Submit(ctx, request{Name: "x"}, nil, ""); err != nil || created || got.ID != job.ID || got.Status != StatusRunning {
+	if got, created, err := b.Submit(ctx, request{Name: "x"}, ""); err != nil || created || got.ID != job.ID || got.Status != StatusRunning {
 		t.Fatalf("second instance: %+v created %v, %v; want the job reported, not run", got, created, err)
 	}
 	ka.gate <- struct{}{}
@@ -113,7 +116,7 @@ func TestJobsRunOnceInAProcessWhenTheirLeaseLapses(t *testing.T) {
 	job := start(t, r, request{Name: "x"})
 	receive(t, k.entered)
 	f.mr.FastForward(time.Minute) // a long step: the lease lapses
-	if got, created, err := r.Submit(context.Background(), request{Name: "x"}, nil, ""); err != nil || created || got.Status != StatusRunning {
+	if got, created, err := r.Submit(context.Background(), request{Name: "x"}, ""); err != nil || created || got.Status != StatusRunning {
 		t.Fatalf("repeat while it runs here: %+v created %v, %v; want it reported", got, created, err)
 	}
 	k.gate <- struct{}{}
@@ -163,11 +166,11 @@ func TestJobsStopDrainsAndARepeatResumesFromTheSavedCursor(t *testing.T) {
 
 	kb := f.copier(t, 10)
 	b := f.runner(t, kb)
-	if got, created, err := b.Submit(ctx, req, nil, ""); err != nil || created {
+	if got, created, err := b.Submit(ctx, req, ""); err != nil || created {
 		t.Fatalf("repeat within the lease: %+v created %v, %v; want it left to its runner", got, created, err)
 	}
 	f.mr.FastForward(time.Minute) // the stopped runner's lease expires
-	got, created, err := b.Submit(ctx, req, nil, "")
+	got, created, err := b.Submit(ctx, req, "")
 	if err != nil || !created || got.Sent != 10 {
 		t.Fatalf("repeat after the lease: %+v created %v, %v; want it resumed", got, created, err)
 	}
@@ -192,7 +195,7 @@ func TestJobsFailedStepFailsTheJobAndARepeatResumesIt(t *testing.T) {
 	testenv.Stop(t, r.Stop) // the job's goroutine has saved its end and dropped its lease
 	k2 := f.copier(t, 10)
 	r2 := f.runner(t, k2)
-	again, created, err := r2.Submit(context.Background(), request{Name: "x"}, nil, "")
+	again, created, err := r2.Submit(context.Background(), request{Name: "x"}, "")
 	if err != nil || !created || again.Status != StatusRunning || again.Error != "" {
 		t.Fatalf("repeat of a failed job: %+v created %v, %v; want it resumed at once", again, created, err)
 	}
@@ -213,7 +216,7 @@ func TestJobsRefuseSubmitsBeforeStartAndAfterStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, _, err := r.Submit(ctx, request{Name: "x"}, nil, ""); !errors.Is(err, ErrStopped) {
+	if _, _, err := r.Submit(ctx, request{Name: "x"}, ""); !errors.Is(err, ErrStopped) {
 		t.Fatalf("before Start: %v", err)
 	}
 	for _, step := range []func(context.Context) error{r.Start, r.Stop, r.Start} {
@@ -221,7 +224,7 @@ func TestJobsRefuseSubmitsBeforeStartAndAfterStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := r.Submit(ctx, request{Name: "x"}, nil, ""); !errors.Is(err, ErrStopped) {
+	if _, _, err := r.Submit(ctx, request{Name: "x"}, ""); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after Stop: %v", err)
 	}
 	if keys := f.mr.Keys(); len(keys) != 0 {
