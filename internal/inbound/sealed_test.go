@@ -13,7 +13,7 @@ import (
 
 func sealedSourceStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.Ring) *SourceStore {
 	t.Helper()
-	s, err := newSourceStore(b.Brokers, topic, ring, testLogger(), nil)
+	s, err := NewSourceStore(SourceStoreConfig{Brokers: b.Brokers, Topic: topic, Secrets: ring, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -231,7 +231,9 @@ func New(cfg Config) (*Service, error) {
 			s.closeClients()
 		}
 	}()
-	if s.sources, err = newSourceStore(cfg.Brokers, cfg.Topics.Sources, cfg.Secrets, cfg.Logger, cfg.ClientOpts("inbound-sources")); err != nil {
+	if s.sources, err = NewSourceStore(SourceStoreConfig{
+		Brokers: cfg.Brokers, Topic: cfg.Topics.Sources, Secrets: cfg.Secrets, Logger: cfg.Logger, ClientOpts: cfg.ClientOpts("inbound-sources"),
+	}); err != nil {
 		return nil, err
 	}
 	if s.producer, err = kgo.NewClient(append([]kgo.Opt{

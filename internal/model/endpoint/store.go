@@ -1,31 +1,14 @@
 package endpoint
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/model/sealing"
 	"github.com/laneway/laneway/internal/table"
 )
 
-// StoreConfig configures a Store.
-type StoreConfig struct {
-	// Brokers to connect to. Required.
-	Brokers []string
-	// Topic is the compacted config topic (one partition). Default "laneway.endpoints".
-	Topic string
-	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
-	ClientOpts []kgo.Opt
-	// Secrets seals endpoint secrets on the topic (and opens them). Default
-	// nil: secrets are written in plaintext, and sealed records' secrets do
-	// not open (the endpoint is held, see Store).
-	Secrets *secretbox.Ring
-	// Logger. Default slog.Default().
-	Logger *slog.Logger
-}
+// StoreConfig configures a Store; Topic defaults to "laneway.endpoints".
+type StoreConfig = sealing.StoreConfig
 
 // Store is every instance's view of the endpoint config: a table.Table of
 // endpoints on the compacted topic, indexed by tenant. Writes go to the
@@ -45,9 +28,11 @@ type StoreConfig struct {
 // with anything else, and Put and Update refuse to write it
 // (ErrSecretsUnavailable) so its sealed secrets are never overwritten.
 // Delete still works.
+//
+// The table's methods (Start, Stop, Get, List, Put, Delete, Changed,
+// Census, Rekey) are the store's.
 type Store struct {
-	cfg StoreConfig
-	t   *table.Table[Endpoint]
+	*sealing.Store[Endpoint]
 }
 
 // ErrSecretsUnavailable is returned by Put and Update for an endpoint whose
@@ -59,11 +44,7 @@ var ErrNotFound = errors.New("endpoint not found")
 
 // NewStore connects to Kafka; call Start to load and follow the topic.
 func NewStore(cfg StoreConfig) (*Store, error) {
-	if cfg.Topic == "" {
-		cfg.Topic = "laneway.endpoints"
-	}
-	t, err := table.New(table.Config[Endpoint]{
-		Brokers: cfg.Brokers, Topic: cfg.Topic, ClientOpts: cfg.ClientOpts, Logger: cfg.Logger,
+	s, err := sealing.NewStore(cfg, "laneway.endpoints", table.Config[Endpoint]{
 		Codec: newCodec(cfg.Secrets),
 		Group: func(e Endpoint) string { return e.Tenant },
 		Name:  "endpoint", HeldNote: "its deliveries are held (shown paused) until the key is back in the key file",
@@ -72,45 +53,16 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cfg: cfg, t: t}, nil
+	return &Store{s}, nil
 }
-
-// Start reads the topic up to its current end, so the view is complete when
-// Start returns, then keeps following it in the background until Stop.
-func (s *Store) Start(ctx context.Context) error { return s.t.Start(ctx) }
-
-// Stop ends the follower, waits for it and closes the client; ctx is not
-// used. It may be called more than once, and without Start. It returns nil.
-func (s *Store) Stop(context.Context) error {
-	s.t.Stop()
-	return nil
-}
-
-// Changed returns a channel that is closed at the next applied config change,
-// so callers can wait for a change without polling.
-func (s *Store) Changed() <-chan struct{} { return s.t.Changed() }
-
-// Get returns the endpoint with this id.
-func (s *Store) Get(id string) (Endpoint, bool) { return s.t.Get(id) }
-
-// List returns every endpoint, sorted by id.
-func (s *Store) List() []Endpoint { return s.t.List() }
 
 // Subscribers appends to dst the ids of the active endpoints of tenant that
 // subscribe to eventType, and returns it.
 func (s *Store) Subscribers(dst []string, tenant, eventType string) []string {
-	for id, e := range s.t.Group(tenant) {
+	for id, e := range s.Group(tenant) {
 		if e.Subscribes(tenant, eventType) {
 			dst = append(dst, id)
 		}
 	}
 	return dst
 }
-
-// Put writes e to the config topic and waits until this store has applied it.
-// It replaces whatever the topic holds for e.ID, including changes made
-// since e was read; to change one field of the latest value, use Update.
-func (s *Store) Put(ctx context.Context, e Endpoint) error { return s.t.Put(ctx, e) }
-
-// Delete writes a tombstone for id and waits until it is applied.
-func (s *Store) Delete(ctx context.Context, id string) error { return s.t.Delete(ctx, id) }

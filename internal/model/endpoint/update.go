@@ -25,7 +25,7 @@ import (
 // read-back, every instance sees the value Update overwrote the other
 // writer's with (a rotated secret missing, a deleted endpoint present).
 func (s *Store) Update(ctx context.Context, id string, fn func(Endpoint) (Endpoint, bool, error)) (Endpoint, bool, error) {
-	return s.t.Update(ctx, id, fn)
+	return s.Table.Update(ctx, id, fn)
 }
 
 // Disable marks endpoint id disabled for reason as of at, changing only
