@@ -147,11 +147,11 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	kind := &redrive{Format: jobs.Format[Request, Job]{Fields: redriveFields}, cfg: cfg, markers: jobs.Markers{Redis: cfg.Redis, TTL: cfg.MarkerTTL, Name: "redrive", Logger: cfg.Logger}}
+	kind := &redrive{cfg: cfg, markers: jobs.Markers{Redis: cfg.Redis, TTL: cfg.MarkerTTL, Name: "redrive", Logger: cfg.Logger}}
 	// The topic is part of every key: Laneways with other topic prefixes
 	// may share the Redis.
 	runner, err := jobs.New(jobs.Config[Request, Job]{
-		Kind: kind, Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven", Prepare: prepare,
+		Kind: jobs.Paged(kind, jobs.Format[Request, Job]{Fields: redriveFields}), Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven", Prepare: prepare,
 		JobKeyPrefix:   cfg.KeyPrefix + "redrive:" + cfg.Finder.topic + ":",
 		LeaseKeyPrefix: cfg.KeyPrefix + "redrive-lease:" + cfg.Finder.topic + ":",
 		Describe:       func(req Request) []any { return []any{"endpoint", req.EndpointID, "ids", len(req.IDs)} },
@@ -163,10 +163,9 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	return &Redriver{Runner: runner, kind: kind}, nil
 }
 
-// redrive is the redrive job's kind: each step writes one page of the
+// redrive is the redrive job's pager: each step writes one page of the
 // matching letters back to the deliveries topic.
 type redrive struct {
-	jobs.Format[Request, Job]
 	cfg     Config
 	markers jobs.Markers
 }
@@ -174,11 +173,6 @@ type redrive struct {
 // redriveFields are where a redrive's record keeps a job's parts.
 func redriveFields(j *Job) (*jobrecord.Head[Request], *int64, *int64, *int64, *jobrecord.Tail) {
 	return &j.Head, &j.Redriven, &j.Skipped, &j.AlreadyRedriven, &j.Tail
-}
-
-// Step redrives the page of letters at job's cursor.
-func (k *redrive) Step(ctx context.Context, job jobs.Job[Request]) (jobs.Step, error) {
-	return jobs.PagedStep(ctx, k, job)
 }
 
 // Page reads the letters at job's cursor.

@@ -117,9 +117,9 @@ type replayer struct {
 
 // newReplayer returns a replayer; Start lets it run jobs.
 func newReplayer(cfg replayConfig) *replayer {
-	kind := &replay{Format: jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}, cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
+	kind := &replay{cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
 	runner, err := jobs.New(jobs.Config[ReplayRequest, ReplayJob]{
-		Kind: kind, Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed", Prepare: prepare,
+		Kind: jobs.Paged(kind, jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}), Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed", Prepare: prepare,
 		JobKeyPrefix: cfg.prefix + "inbound:replay:", LeaseKeyPrefix: cfg.prefix + "inbound:replay-lease:",
 		Describe: func(req ReplayRequest) []any {
 			return []any{"action", req.Action, "source", req.Source, "ids", len(req.IDs)}
@@ -133,10 +133,9 @@ func newReplayer(cfg replayConfig) *replayer {
 	return &replayer{Runner: runner}
 }
 
-// replay is the replay job's kind: each step copies one page of captures
+// replay is the replay job's pager: each step copies one page of captures
 // to the end of the inbound topic.
 type replay struct {
-	jobs.Format[ReplayRequest, ReplayJob]
 	cfg     replayConfig
 	markers jobs.Markers
 }
@@ -144,11 +143,6 @@ type replay struct {
 // replayFields are where a replay's record keeps a job's parts.
 func replayFields(j *ReplayJob) (*jobrecord.Head[ReplayRequest], *int64, *int64, *int64, *jobrecord.Tail) {
 	return &j.Head, &j.Replayed, &j.Skipped, &j.AlreadyReplayed, &j.Tail
-}
-
-// Step replays the page of requests at job's cursor.
-func (k *replay) Step(ctx context.Context, job jobs.Job[ReplayRequest]) (jobs.Step, error) {
-	return jobs.PagedStep(ctx, k, job)
 }
 
 // Page returns the ids of the step's requests: the next slice of the

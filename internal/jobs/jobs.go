@@ -117,14 +117,24 @@ type Pager[Req, Item any] interface {
 	Send(ctx context.Context, job Job[Req], items []Item) (Progress, error)
 }
 
-// PagedStep is the step of a Pager: the page at the job's cursor, sent,
-// every item of it counted as matched.
-func PagedStep[Req, Item any](ctx context.Context, p Pager[Req, Item], job Job[Req]) (Step, error) {
-	items, scanned, next, err := p.Page(ctx, job)
+// Paged is the Kind of jobs whose step reads the page of items at the
+// job's cursor (p.Page) and sends them (p.Send), every item of the page
+// counted as matched, and whose records f maps.
+func Paged[Req, Rec, Item any](p Pager[Req, Item], f Format[Req, Rec]) Kind[Req, Rec] {
+	return paged[Req, Rec, Item]{Format: f, pager: p}
+}
+
+type paged[Req, Rec, Item any] struct {
+	Format[Req, Rec]
+	pager Pager[Req, Item]
+}
+
+func (k paged[Req, Rec, Item]) Step(ctx context.Context, job Job[Req]) (Step, error) {
+	items, scanned, next, err := k.pager.Page(ctx, job)
 	if err != nil {
 		return Step{}, err
 	}
-	prog, err := p.Send(ctx, job, items)
+	prog, err := k.pager.Send(ctx, job, items)
 	if err != nil {
 		return Step{}, err
 	}
@@ -133,7 +143,7 @@ func PagedStep[Req, Item any](ctx context.Context, p Pager[Req, Item], job Job[R
 }
 
 // Kind is one sort of job: its step, and its record format (a Format,
-// for a record built of jobrecord's parts).
+// for a record built of jobrecord's parts). Paged builds one.
 type Kind[Req, Rec any] interface {
 	// Step does the work of one page from job.Cursor. An error fails the
 	// job (a repeated request resumes it from the last saved cursor).
