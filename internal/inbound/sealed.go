@@ -76,17 +76,16 @@ func (c sourceCodec) Encode(src Source) ([]byte, error) { return encodeSource(sr
 // requests rather than check them against nothing.
 func (c sourceCodec) Decode(id string, value []byte) (Source, table.Seal, error) {
 	var rec sourceRecord
-	if err := c.box.Unmarshal(id, value, &rec, func() string { return rec.ID }); err != nil {
+	var secrets sourceSecrets
+	fields := func() (string, *secretbox.Sealed) { return rec.ID, rec.SecretsSealed }
+	seal, plaintext, err := c.box.Decode(id, value, &rec, fields, &secrets)
+	if err != nil {
 		return Source{}, table.Seal{}, err
 	}
 	src := rec.Source
-	if rec.SecretsSealed == nil {
-		sourceSecrets{rec.Secret, rec.PreviousSecret, rec.CaptureToken, rec.PreviousCaptureToken}.setOn(&src)
-		return src, table.Seal{}, nil
-	}
-	var secrets sourceSecrets
-	seal := c.box.Open(id, rec.SecretsSealed, &secrets)
-	if seal.Err != nil {
+	if plaintext {
+		secrets = sourceSecrets{rec.Secret, rec.PreviousSecret, rec.CaptureToken, rec.PreviousCaptureToken}
+	} else if seal.Err != nil {
 		src.heldErr, src.heldToken = seal.Err, rec.CaptureTokenSet
 		secrets = sourceSecrets{} // nothing half-opened
 	}

@@ -47,17 +47,20 @@ func (c codec) Encode(e Endpoint) ([]byte, error) { return encodeRecord(e, c.box
 // than go out unsigned.
 func (c codec) Decode(id string, value []byte) (Endpoint, table.Seal, error) {
 	var rec record
-	if err := c.box.Unmarshal(id, value, &rec, func() string { return rec.ID }); err != nil {
+	var secrets []Secret
+	fields := func() (string, *secretbox.Sealed) { return rec.ID, rec.SecretsSealed }
+	seal, plaintext, err := c.box.Decode(id, value, &rec, fields, &secrets)
+	if err != nil {
 		return Endpoint{}, table.Seal{}, err
 	}
 	e := rec.Endpoint
-	if rec.SecretsSealed == nil {
+	switch {
+	case plaintext:
 		e.Secrets = rec.Secrets
-		return e, table.Seal{}, nil
-	}
-	seal := c.box.Open(id, rec.SecretsSealed, &e.Secrets)
-	if seal.Err != nil {
+	case seal.Err != nil:
 		e.Secrets, e.Paused = nil, true
+	default:
+		e.Secrets = secrets
 	}
 	return e, seal, nil
 }

@@ -40,22 +40,23 @@ func (b Box) Seal(id string, secrets any) (*secretbox.Sealed, error) {
 	return b.Ring.SealJSON(b.aad(id), secrets)
 }
 
-// Open opens the sealed secrets of record id into secrets and says under
-// which key they were sealed and, when they did not open, why (the
-// record is then held by its table).
-func (b Box) Open(id string, sealed *secretbox.Sealed, secrets any) table.Seal {
-	return table.Seal{KeyID: sealed.KeyID, Err: b.Ring.OpenJSON(b.aad(id), sealed, secrets)}
-}
-
-// Unmarshal decodes a record value of key id into rec; recID, called after
-// decoding, is the id rec holds. A value that is not a record of this id
-// is an error.
-func (b Box) Unmarshal(id string, value []byte, rec any, recID func() string) error {
+// Decode reads a record value of key id into rec. fields, called after
+// decoding, gives the id rec holds (a value that is not a record of this
+// id is an error) and its sealed secrets, which Decode opens into secrets.
+// plaintext reports a record without sealed secrets: the caller takes
+// them from rec. The seal says under which key they were sealed and, when
+// they did not open, why (the record is then held by its table, and
+// secrets must be left unused).
+func (b Box) Decode(id string, value []byte, rec any, fields func() (string, *secretbox.Sealed), secrets any) (seal table.Seal, plaintext bool, err error) {
 	if err := json.Unmarshal(value, rec); err != nil {
-		return err
+		return table.Seal{}, false, err
 	}
-	if got := recID(); got != id {
-		return fmt.Errorf("record of key %q holds %s %q", id, b.Kind, got)
+	recID, sealed := fields()
+	if recID != id {
+		return table.Seal{}, false, fmt.Errorf("record of key %q holds %s %q", id, b.Kind, recID)
 	}
-	return nil
+	if sealed == nil {
+		return table.Seal{}, true, nil
+	}
+	return table.Seal{KeyID: sealed.KeyID, Err: b.Ring.OpenJSON(b.aad(id), sealed, secrets)}, false, nil
 }
