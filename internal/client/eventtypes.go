@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
-	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/event"
 )
 
@@ -82,13 +81,6 @@ type DeadPage = Page[DeadLetter]
 // RedriveRequest selects dead letters to redrive: IDs, or every letter of
 // EndpointID (optionally of one Reason) between Since and Until.
 type RedriveRequest = wire.RedriveRequest
-
-// Redrive job states.
-const (
-	RedriveRunning = jobrecord.StatusRunning
-	RedriveDone    = jobrecord.StatusDone
-	RedriveFailed  = jobrecord.StatusFailed
-)
 
 // RedriveJob is a redrive's progress (see wire.RedriveJob); Finished
 // reports whether it is done or failed, Handled counts the matched letters

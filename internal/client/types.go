@@ -6,13 +6,19 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
+	"github.com/laneway/laneway/internal/jobs/jobrecord"
 )
 
-// Endpoint modes (see NewEndpoint.Mode).
+// Values of the API's fields: endpoint modes (NewEndpoint.Mode,
+// Endpoint.Mode) and redrive job states (RedriveJob.Status).
 const (
 	ModePush  = wire.ModePush
 	ModePull  = wire.ModePull
 	ModeBatch = wire.ModeBatch
+
+	RedriveRunning = jobrecord.StatusRunning
+	RedriveDone    = jobrecord.StatusDone
+	RedriveFailed  = jobrecord.StatusFailed
 )
 
 // Endpoint is an endpoint as the API shows it (see wire.Endpoint): Secret
