@@ -151,7 +151,8 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	// The topic is part of every key: Laneways with other topic prefixes
 	// may share the Redis.
 	runner, err := jobs.New(jobs.Config[Request, Job]{
-		Kind: jobs.Paged(kind, jobs.Format[Request, Job]{Fields: redriveFields}), Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven", Prepare: prepare,
+		Kind:    jobs.Paged(kind, jobs.Format[Request, Job]{Fields: redriveFields}),
+		Prepare: prepare, Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven",
 		JobKeyPrefix:   cfg.KeyPrefix + "redrive:" + cfg.Finder.topic + ":",
 		LeaseKeyPrefix: cfg.KeyPrefix + "redrive-lease:" + cfg.Finder.topic + ":",
 		Describe:       func(req Request) []any { return []any{"endpoint", req.EndpointID, "ids", len(req.IDs)} },

@@ -119,7 +119,8 @@ type replayer struct {
 func newReplayer(cfg replayConfig) *replayer {
 	kind := &replay{cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
 	runner, err := jobs.New(jobs.Config[ReplayRequest, ReplayJob]{
-		Kind: jobs.Paged(kind, jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}), Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed", Prepare: prepare,
+		Kind:    jobs.Paged(kind, jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}),
+		Prepare: prepare, Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed",
 		JobKeyPrefix: cfg.prefix + "inbound:replay:", LeaseKeyPrefix: cfg.prefix + "inbound:replay-lease:",
 		Describe: func(req ReplayRequest) []any {
 			return []any{"action", req.Action, "source", req.Source, "ids", len(req.IDs)}
