@@ -21,6 +21,23 @@ const (
 	RedriveFailed  = jobrecord.StatusFailed
 )
 
+// BatchConfig sizes a batch endpoint's batches: in an Endpoint, every
+// size in effect; in NewEndpoint, zero sizes take the server's defaults;
+// in EndpointUpdate, zero sizes are left unchanged.
+type BatchConfig = wire.BatchConfig
+
+// EndpointHealth is an endpoint's live delivery state.
+type EndpointHealth = wire.EndpointHealth
+
+// Breaker is an endpoint's breaker state.
+type Breaker = wire.Breaker
+
+// PerMinute counts an endpoint's outcomes over the last 60 seconds.
+type PerMinute = wire.PerMinute
+
+// FeedPosition is where a pull endpoint's consumer stands in its feed.
+type FeedPosition = wire.FeedPosition
+
 // Endpoint is an endpoint as the API shows it (see wire.Endpoint): Secret
 // is set only in the response to CreateEndpoint. Raw is the API's JSON
 // for this endpoint (top-level responses only).
@@ -29,14 +46,11 @@ type Endpoint struct {
 	rawJSON
 }
 
-// The parts of an endpoint as the API shows them.
-type (
-	BatchConfig    = wire.BatchConfig
-	EndpointHealth = wire.EndpointHealth
-	Breaker        = wire.Breaker
-	PerMinute      = wire.PerMinute
-	FeedPosition   = wire.FeedPosition
-)
+// EndpointList is GET /v1/endpoints.
+type EndpointList struct {
+	Data []Endpoint `json:"data"`
+	rawJSON
+}
 
 // FeedToken is a pull endpoint's consumer token (see wire.FeedToken);
 // Token is set only in the answers to CreateFeedToken and RotateFeedToken.
@@ -51,9 +65,12 @@ type FeedTokenList struct {
 	rawJSON
 }
 
-// EndpointList is GET /v1/endpoints.
-type EndpointList struct {
-	Data []Endpoint `json:"data"`
+// Secret is one valid signing secret; ExpiresAt is nil for the current one.
+type Secret = wire.Secret
+
+// Secrets are an endpoint's valid secrets, newest first.
+type Secrets struct {
+	wire.SecretList
 	rawJSON
 }
 
@@ -90,15 +107,6 @@ type ListEndpointsOptions struct {
 	// Sort is "id" (default) or "oldest_pending_age" (most behind first).
 	Sort  string
 	Limit int
-}
-
-// Secret is one valid signing secret; ExpiresAt is nil for the current one.
-type Secret = wire.Secret
-
-// Secrets are an endpoint's valid secrets, newest first.
-type Secrets struct {
-	wire.SecretList
-	rawJSON
 }
 
 // RotateOptions is the body of POST /v1/endpoints/{id}/secret/rotate.
