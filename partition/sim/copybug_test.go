@@ -18,3 +18,21 @@ func TestSimFindsTheCopyBug(t *testing.T) {
 	}
 	t.Fatalf("the reintroduced copy bug went unseen in %d seeds", within)
 }
+
+// TestSimScriptFindsTheCopyBug checks the pause-fail-resume script (#1 of
+// issue #13) against the bug it is for: with the copy bug back it must
+// fail under every one of its seeds.
+func TestSimScriptFindsTheCopyBug(t *testing.T) {
+	for _, r := range regressions() {
+		if r.name != "pause-fail-resume" {
+			continue
+		}
+		for seed := uint64(1); seed <= regressionSeeds; seed++ {
+			if res := runRegression(r, seed); res.OK() {
+				t.Errorf("seed %d: the pause-fail-resume script passed with the copy bug back", seed)
+			}
+		}
+		return
+	}
+	t.Fatal("no pause-fail-resume script")
+}

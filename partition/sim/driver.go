@@ -24,19 +24,26 @@ type instance struct {
 
 	alive    bool // the process runs (false after a crash)
 	owning   bool // assigned and not stopped
+	lost     bool // the group gave the partition to another member: commits are fenced
 	fetchPos int64
 	attempts []*attemptRun // in flight, in start order
 	appends  produceQueue
 	deads    produceQueue
 	// released is closed over by the release in progress; nil otherwise.
 	release *releaseState
+	// hold is what the replay hold may add to memory (rule 5), and
+	// replayRange the deliveries offsets above the commit at assignment.
+	hold        holdAllowance
+	replayRange int64
 }
 
 type attemptRun struct {
-	a     *partition.Attempt
-	key   streamKey
-	elem  int
-	ended bool
+	a       *partition.Attempt
+	key     streamKey
+	elem    int
+	in      *instance
+	started time.Time
+	ended   bool
 }
 
 // produceQueue is one partition's produces in flight, acknowledged in the
@@ -98,7 +105,12 @@ func (in *instance) assign() {
 	in.fetchPos = in.s.kafka.deliveriesCommit
 	k := in.s.kafka
 	in.s.tracef("gen %d assigned: deliveries from %d, parked progress %s", in.gen, in.fetchPos, k.parkedProgress.Encode(partition.DefaultMaxProgressBytes))
-	in.owner.Assign(partition.Assignment{Parked: k.parkedProgress, DeliveriesCommitted: k.deliveriesCommit, ReplayEnd: k.lastRecordEnd()})
+	a := partition.Assignment{Parked: k.parkedProgress, DeliveriesCommitted: k.deliveriesCommit, ReplayEnd: k.lastRecordEnd()}
+	in.replayRange = max(0, a.ReplayEnd-a.DeliveriesCommitted)
+	if in.replayRange > 0 {
+		in.hold = in.s.fullHold()
+	}
+	in.owner.Assign(a)
 	in.s.after(in.s.p.pollEvery, in.poll)
 	in.s.after(in.s.p.tickEvery, in.tick)
 	in.s.after(in.s.p.commitEvery, in.maintain)
@@ -168,6 +180,10 @@ func (in *instance) commit() {
 	if !moved {
 		return
 	}
+	if in.lost {
+		in.s.tracef("gen %d commit refused: the partition was lost (fenced)", in.gen)
+		return
+	}
 	if in.s.kafka.down || in.s.chance(in.s.p.commitFailure) {
 		in.s.tracef("gen %d commit failed (deliveries %d, parked %s)", in.gen, c.Deliveries, c.Metadata)
 		return
@@ -188,11 +204,8 @@ func (in *instance) Send(a *partition.Attempt) {
 	d := a.Delivery
 	key := streamKey{d.EndpointID, d.Entity}
 	elem, _ := elementOf(d)
-	s.receiver.inFlight[key]++
-	if n := s.receiver.inFlight[key]; n > 1 {
-		s.violate("rule 2: %d attempts of %s/%s in flight at once (element %d, gen %d)", n, key.endpoint, key.entity, elem, in.gen)
-	}
-	run := &attemptRun{a: a, key: key, elem: elem}
+	run := &attemptRun{a: a, key: key, elem: elem, in: in, started: s.now}
+	s.attemptStarted(run)
 	in.attempts = append(in.attempts, run)
 	if in.slots != nil && len(in.attempts) > s.p.maxInFlight {
 		s.violate("rule 5: %d attempts in flight, above the instance's cap %d", len(in.attempts), s.p.maxInFlight)
@@ -224,7 +237,7 @@ func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
 func (in *instance) endAttempt(run *attemptRun) {
 	run.ended = true
 	in.attempts = slices.DeleteFunc(in.attempts, func(r *attemptRun) bool { return r == run })
-	in.s.receiver.inFlight[run.key]--
+	in.s.attemptEnded(run)
 }
 
 // cancelAttempts ends every attempt still running as canceled (the stage

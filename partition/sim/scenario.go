@@ -11,9 +11,13 @@ import (
 	"github.com/laneway/laneway/internal/model/event"
 )
 
-// publish writes one event's deliveries (one per endpoint, as the fan-out
-// does) to the deliveries partition, sometimes in an aborted transaction,
-// sometimes as a record that is not a valid delivery.
+// eventTypes are the types events are published with; endpoints subscribe
+// to all of them or, after an event_types change, to a subset.
+func eventTypes() []string { return []string{"thing.created", "thing.updated", "thing.deleted"} }
+
+// publish writes one event's deliveries (one per subscribed endpoint, as
+// the fan-out does) to the deliveries partition, sometimes in an aborted
+// transaction, sometimes as a record that is not a valid delivery.
 func (s *Sim) publish() {
 	entity := fmt.Sprintf("e%d", s.rng.IntN(s.p.entities))
 	coalesce := !s.chance(s.p.factShare)
@@ -23,16 +27,20 @@ func (s *Sim) publish() {
 	}
 	s.revs[entity] = rev
 	eventID := fmt.Sprintf("ev%d", len(s.elements))
+	types := eventTypes()
+	typ := types[s.rng.IntN(len(types))]
 	aborted := s.chance(s.p.abortedShare)
 	for _, id := range s.endpointIDs() {
-		if ep, ok := s.endpoints[id]; !ok || ep.Status != endpoint.StatusActive {
-			continue // the fan-out writes deliveries for active endpoints only
+		// The fan-out's rule (endpoint.Store.Subscribers): active
+		// endpoints of the tenant whose event_types name the type.
+		if ep, ok := s.endpoints[id]; !ok || !ep.Subscribes("t", typ) {
+			continue
 		}
 		if s.chance(s.p.invalidShare) {
 			s.publishInvalid(id)
 			continue
 		}
-		d := &event.Delivery{EventID: eventID, EndpointID: id, Tenant: "t", Type: "thing.updated",
+		d := &event.Delivery{EventID: eventID, EndpointID: id, Tenant: "t", Type: typ,
 			Entity: entity, Revision: rev, Coalesce: coalesce, OccurredAt: s.now, CreatedAt: s.now}
 		s.publishDelivery(d, aborted, false)
 	}
@@ -108,18 +116,31 @@ func (s *Sim) fault() {
 	case 10:
 		s.crash()
 	case 11:
-		s.rebalance(true)
+		s.rebalance()
 	case 12:
-		s.rebalance(false)
+		s.lose()
 	case 13:
 		s.redrive(id)
 	case 14:
-		s.editEndpoint(id, "event_types changed", func(ep *endpoint.Endpoint) { ep.EventTypes = []string{"thing.updated"} })
+		s.changeEventTypes(id)
 	case 15, 16:
 		s.pauseWhileFailing(id)
 	case 17:
 		s.memoryPressure()
 	}
+}
+
+// changeEventTypes subscribes the endpoint to a random subset of the
+// event types (empty: all of them): later events of the other types get no
+// delivery for it, and the ones already fanned out are still delivered.
+func (s *Sim) changeEventTypes(id string) {
+	var types []string
+	for _, t := range eventTypes() {
+		if s.chance(0.5) {
+			types = append(types, t)
+		}
+	}
+	s.editEndpoint(id, fmt.Sprintf("event_types %v", types), func(ep *endpoint.Endpoint) { ep.EventTypes = types })
 }
 
 // memoryPressure parks the largest lane, as the stage does when the
@@ -230,16 +251,17 @@ func (s *Sim) crash() {
 	s.after(s.latency([2]time.Duration{100 * time.Millisecond, 5 * time.Second}), s.startOwner)
 }
 
-// rebalance moves the partition to a new owner: a revoke (commit) or a
-// loss (no commit). The new owner starts once the old one released it.
-func (s *Sim) rebalance(revoke bool) {
+// rebalance moves the partition to a new owner by a revoke: the new owner
+// starts once the old one released it and committed (a loss is lose, in
+// loss.go).
+func (s *Sim) rebalance() {
 	in := s.current
 	if in == nil || !in.active() || s.releasing {
 		return
 	}
 	s.current = nil
 	s.releasing = true
-	in.startRelease(revoke, func() {
+	in.startRelease(true, func() {
 		s.releasing = false
 		s.startOwner()
 	})

@@ -107,6 +107,9 @@ func drawParams(r *rand.Rand) params {
 	// dead-letters every parked record first, paused or not, so nothing may
 	// ever expire unread. (Production: 7 days against 72 hours.)
 	p.retention = p.retry.MaxAge + ms(60000, 120000)
+	if r.IntN(400) == 0 {
+		largeRun(&p, r)
+	}
 	return p
 }
 
@@ -123,6 +126,27 @@ func shortRetention(seed uint64) (time.Duration, bool) {
 	return time.Duration(5000+(seed/10)%15001) * time.Millisecond, true
 }
 
+// largeRun makes p a run of thousands of events over hundreds or thousands
+// of entities, so that a structure growing per distinct entity, or per
+// event, passes its bound (rule 5). Receivers and produces answer faster,
+// reads return hundreds of records, and draining (rule 6) and retention's
+// margin over the maximum age (rule 1) allow for the backlog: the owner reaches a parked record at its
+// window's pace, so the time it takes grows with the backlog ahead of it.
+func largeRun(p *params, r *rand.Rand) {
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	p.entities, p.events = 200+r.IntN(1300), 1000+r.IntN(1500)
+	p.answerLatency = [2]time.Duration{time.Millisecond, ms(5, 100)}
+	p.produceLatency = [2]time.Duration{time.Millisecond, ms(2, 50)}
+	p.readRecords = 200 + r.IntN(800) // fetches of a few hundred KiB
+	// Replays stay within the hold here too (a replay beyond it is not
+	// checked, see docs/reliability.md); the hold then bounds the lanes
+	// only while it lasts (rule 5).
+	p.replayHoldRecords = p.endpoints*p.events + 100
+	backlog := time.Duration(p.events) * 100 * time.Millisecond
+	p.drainWithin += 3 * backlog
+	p.retention += backlog
+}
+
 // Result is one run's outcome.
 type Result struct {
 	Seed       uint64
@@ -132,6 +156,12 @@ type Result struct {
 	Delivered  int
 	Dead       int
 	EndedAt    time.Duration // simulated time the run took
+	Peaks      map[string]Peak
+	// LossOverlaps counts the pairs of attempts of one (endpoint, entity)
+	// that a lost partition's window let overlap (rule 2's allowance), and
+	// LongestOverlap is the longest such overlap.
+	LossOverlaps   int
+	LongestOverlap time.Duration
 }
 
 // OK reports whether the run kept every guarantee.
@@ -157,6 +187,7 @@ type Sim struct {
 	gen       int
 	healed    bool
 	done      bool
+	scenario  *scenario
 
 	elements []*element
 	byOffset map[int64]*element
@@ -174,12 +205,31 @@ type Sim struct {
 	keepTrace  bool
 	trace      []string
 	violations []string
+	peaks      map[string]Peak // rule 5's structures at their highest; nil: not kept
+	// Rule 2's allowance: overlaps of a lost owner's attempts with the
+	// next owner's, and the longest.
+	lossOverlaps   int
+	longestOverlap time.Duration
 }
 
 // Options tune a run.
 type Options struct {
 	// Trace keeps the whole trace (else only its last lines on a failure).
 	Trace bool
+	// Peaks keeps each structure's highest value and share of its bound.
+	Peaks bool
+	// scenario replaces the seed's random events and faults by a script
+	// (the named regressions); nil: a random run.
+	scenario *scenario
+}
+
+// scenario is a hand-built run: tune sets its configuration over the
+// seed's draw, script schedules its events and faults. The seed still
+// decides what the script leaves open (latencies, endpoints' limits, the
+// order of simultaneous events).
+type scenario struct {
+	tune   func(*params)
+	script func(*Sim)
 }
 
 // Run runs the simulation of seed and checks the oracle.
@@ -193,7 +243,7 @@ func newSim(seed uint64, opts Options) *Sim {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := &Sim{
-		seed: seed, rng: rng, p: drawParams(rng), start: start, now: start,
+		seed: seed, rng: rng, p: drawParams(rng), start: start, now: start, scenario: opts.scenario,
 		kafka: &kafka{}, endpoints: endpoints{}, modes: map[string]receiverMode{},
 		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
 		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
@@ -201,8 +251,14 @@ func newSim(seed uint64, opts Options) *Sim {
 		pull: map[string]bool{}, feeds: map[string][]int{},
 		keepTrace: opts.Trace,
 	}
-	if r, ok := shortRetention(seed); ok {
+	if r, ok := shortRetention(seed); ok && opts.scenario == nil {
 		s.p.retention, s.p.shortRetention = r, true
+	}
+	if opts.Peaks {
+		s.peaks = map[string]Peak{}
+	}
+	if opts.scenario != nil {
+		opts.scenario.tune(&s.p)
 	}
 	s.logger = slog.New(traceHandler{s: s})
 	s.metrics.s = s
@@ -247,11 +303,15 @@ func (s *Sim) setUp() {
 	}
 	s.tracef("seed %d: %d endpoints (%d pull), %d entities, %d events, %d faults, facts %.0f%%", s.seed,
 		s.p.endpoints, len(s.pull), s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)
-	for range s.p.events {
-		s.at(s.start.Add(s.rand(s.p.produceFor)), s.publish)
-	}
-	for range s.p.faults {
-		s.at(s.start.Add(s.rand(s.p.faultsFor)), s.fault)
+	if s.scenario != nil {
+		s.scenario.script(s)
+	} else {
+		for range s.p.events {
+			s.at(s.start.Add(s.rand(s.p.produceFor)), s.publish)
+		}
+		for range s.p.faults {
+			s.at(s.start.Add(s.rand(s.p.faultsFor)), s.fault)
+		}
 	}
 	s.at(s.start.Add(s.p.faultsFor), s.heal)
 	s.after(time.Second, s.sweepRetention)
@@ -299,7 +359,8 @@ func (s *Sim) violate(format string, args ...any) {
 }
 
 func (s *Sim) result() Result {
-	r := Result{Seed: s.seed, Violations: s.violations, Trace: s.trace, Elements: len(s.elements), EndedAt: s.now.Sub(s.start)}
+	r := Result{Seed: s.seed, Violations: s.violations, Trace: s.trace, Elements: len(s.elements), EndedAt: s.now.Sub(s.start),
+		Peaks: s.peaks, LossOverlaps: s.lossOverlaps, LongestOverlap: s.longestOverlap}
 	for _, e := range s.elements {
 		if s.receiver.deliveredEvents[eventKey{e.event, e.endpoint}] {
 			r.Delivered++

@@ -3,11 +3,14 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 var (
@@ -15,6 +18,7 @@ var (
 	seedsFlag     = flag.Int("seeds", 0, "number of seeds to run (default 10000, 300 under -short)")
 	firstFlag     = flag.Uint64("first", 1, "first seed of the range")
 	maxFailedFlag = flag.Int("max-failed", 5, "report at most this many failed seeds")
+	peaksFlag     = flag.Bool("peaks", false, "log each memory structure's highest share of its bound (rule 5) over the seeds")
 )
 
 // TestSim runs the simulator over a range of seeds and fails with the
@@ -39,20 +43,62 @@ func TestSim(t *testing.T) {
 	default:
 		n = 10000
 	}
-	failed := runSeeds(*firstFlag, n, runtime.GOMAXPROCS(0))
+	failed, sum := runSeeds(*firstFlag, n, runtime.GOMAXPROCS(0))
 	for _, res := range failed {
 		report(t, res)
+	}
+	if sum.overlapSeeds > 0 {
+		t.Logf("rule 2 allowance (a lost partition): %d overlaps in %d seeds, the longest %v (seed %d)",
+			sum.overlaps, sum.overlapSeeds, sum.longest, sum.longestSeed)
+	}
+	for _, what := range slices.Sorted(maps.Keys(sum.peaks)) {
+		pk := sum.peaks[what]
+		t.Logf("rule 5 peak: %-36s %5.2f of its bound (seed %d), at most %d", what, pk.share, pk.seed, pk.most)
 	}
 	t.Logf("%d seeds from %d: %d failed", n, *firstFlag, len(failed))
 }
 
+// seedPeak is a structure's highest share of its bound over many seeds.
+type seedPeak struct {
+	share float64
+	seed  uint64
+	most  int64
+}
+
+// summary is what many seeds showed besides their failures.
+type summary struct {
+	peaks                  map[string]seedPeak // with -peaks
+	overlaps, overlapSeeds int
+	longest                time.Duration
+	longestSeed            uint64
+}
+
+func (sum *summary) add(res Result) {
+	for what, pk := range res.Peaks {
+		sp := sum.peaks[what]
+		if pk.share > sp.share {
+			sp.share, sp.seed = pk.share, res.Seed
+		}
+		sp.most = max(sp.most, pk.most)
+		sum.peaks[what] = sp
+	}
+	if res.LossOverlaps > 0 {
+		sum.overlaps += res.LossOverlaps
+		sum.overlapSeeds++
+	}
+	if res.LongestOverlap > sum.longest {
+		sum.longest, sum.longestSeed = res.LongestOverlap, res.Seed
+	}
+}
+
 // runSeeds runs n seeds from first on workers goroutines and returns the
-// failed runs (at most 5, the lowest seeds first found).
-func runSeeds(first uint64, n, workers int) []Result {
+// failed runs (at most -max-failed, the first found) and their summary.
+func runSeeds(first uint64, n, workers int) ([]Result, summary) {
 	var (
 		next   atomic.Uint64
 		mu     sync.Mutex
 		failed []Result
+		sum    = summary{peaks: map[string]seedPeak{}}
 		wg     sync.WaitGroup
 	)
 	next.Store(first)
@@ -65,12 +111,10 @@ func runSeeds(first uint64, n, workers int) []Result {
 				if seed >= first+uint64(n) {
 					return
 				}
-				res := Run(seed, Options{})
-				if res.OK() {
-					continue
-				}
+				res := Run(seed, Options{Peaks: *peaksFlag})
 				mu.Lock()
-				if len(failed) < *maxFailedFlag {
+				sum.add(res)
+				if !res.OK() && len(failed) < *maxFailedFlag {
 					failed = append(failed, res)
 				}
 				mu.Unlock()
@@ -78,13 +122,14 @@ func runSeeds(first uint64, n, workers int) []Result {
 		}()
 	}
 	wg.Wait()
-	return failed
+	return failed, sum
 }
 
 func report(t *testing.T, res Result) {
 	t.Helper()
 	if res.OK() {
-		t.Logf("seed %d: ok (%d elements, %d delivered, %d dead, %v simulated)", res.Seed, res.Elements, res.Delivered, res.Dead, res.EndedAt)
+		t.Logf("seed %d: ok (%d elements, %d delivered, %d dead, %v simulated; %d attempt overlaps of a lost partition, the longest %v)",
+			res.Seed, res.Elements, res.Delivered, res.Dead, res.EndedAt, res.LossOverlaps, res.LongestOverlap)
 		return
 	}
 	tail := res.Trace

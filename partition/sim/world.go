@@ -4,11 +4,13 @@
 //
 // One seed decides everything: the endpoints, the events, the receiver's
 // answers and latencies, the order in which completions arrive, and every
-// fault (pause and resume, limits changed live, deletes, disables, 410 and
-// the disable threshold, breakers, parking, produce failures and late
-// acknowledgements, read failures, aborted batches, retention, Redis
-// flushes, crashes, rebalances with attempts still running, redrives). A
-// failing seed replays exactly: go test ./partition/sim -run Sim -seed N -v.
+// fault (pause and resume, limits and event types changed live, deletes,
+// disables, 410 and the disable threshold, breakers, parking, produce
+// failures and late acknowledgements, read failures, aborted batches,
+// retention, Redis flushes, crashes, rebalances with attempts still
+// running, lost partitions, redrives). A failing seed replays exactly:
+// go test ./partition/sim -run Sim -seed N -v. The fixed bugs' scenarios
+// are scripts of their own (regressions_test.go).
 package sim
 
 import (
@@ -65,6 +67,7 @@ type kafka struct {
 	dead             []event.DeadLetter
 	deliveriesCommit int64
 	parkedProgress   partition.ParkedProgress // committed with the deliveries commit
+	parkedSrc        map[int64]bool           // the deliveries offsets the parked records came from
 	down             bool                     // produces, reads and commits fail
 	maxValue         int64                    // the largest record value written, for the byte bounds
 	now              func() time.Time
@@ -92,6 +95,10 @@ func (k *kafka) appendParked(rec *kgo.Record) int64 {
 	cp := *rec
 	cp.Offset = int64(len(k.parked))
 	k.parked = append(k.parked, logRecord{rec: &cp, at: k.now()})
+	if k.parkedSrc == nil {
+		k.parkedSrc = map[int64]bool{}
+	}
+	k.parkedSrc[partition.SrcOffset(&cp)] = true
 	k.maxValue = max(k.maxValue, int64(len(cp.Value)))
 	return cp.Offset
 }
@@ -116,7 +123,7 @@ func (m receiverMode) String() string { return modeNames[m] }
 
 // receiver is every endpoint's receiver: what it was sent, in order.
 type receiver struct {
-	inFlight map[streamKey]int
+	inFlight map[streamKey][]*attemptRun
 	// delivered counts the 2xx per element.
 	delivered map[int]int
 	// deliveredEvents are (event, endpoint) pairs answered 2xx.
@@ -132,7 +139,7 @@ type eventKey struct{ event, endpoint string }
 
 func newReceiver() *receiver {
 	return &receiver{
-		inFlight: map[streamKey]int{}, delivered: map[int]int{},
+		inFlight: map[streamKey][]*attemptRun{}, delivered: map[int]int{},
 		deliveredEvents: map[eventKey]bool{}, maxPos: map[streamKey]int{},
 	}
 }
