@@ -65,8 +65,8 @@ func (s *Sim) publishDelivery(d *event.Delivery, aborted, redriven bool) {
 	if !d.Coalesce {
 		kind = "fact"
 	}
-	s.tracef("publish element %d: %s %s/%s rev %d (%s) at offset %d redriven=%v", e.index, d.EventID, e.endpoint,
-		e.entity, e.revision, kind, e.offset, redriven)
+	s.tracef("publish element %d: %s %s/%s rev %d (%s, %s) at offset %d redriven=%v", e.index, d.EventID, e.endpoint,
+		e.entity, e.revision, kind, d.Type, e.offset, redriven)
 }
 
 func (s *Sim) publishInvalid(id string) {
