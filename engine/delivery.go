@@ -256,8 +256,8 @@ func (s *DeliveryStage) keepWithinBytes() {
 }
 
 // applyBackpressure pauses fetching the partitions whose owner cannot take
-// more (parked appends piling up, or the parked partition still being
-// read at assignment) and resumes the others.
+// more (parked appends piling up, the parked partition still being read at
+// assignment, or the offset tracker full) and resumes the others.
 func (s *DeliveryStage) applyBackpressure() {
 	for _, d := range s.ownedPartitions() {
 		d.syncFetchPause(s.client)

@@ -20,6 +20,7 @@ const (
 	DefaultMaxAppendsInFlight = 1024
 	DefaultMaxDeadInFlight    = 1024
 	DefaultMaxQueuedAppends   = 20000
+	DefaultMaxTrackedOffsets  = 1 << 20
 	DefaultReplayHold         = 15 * time.Second
 	DefaultReplayHoldRecords  = 50000
 
@@ -88,6 +89,17 @@ type Config struct {
 	// to retry) beyond which Backpressured reports true, so the driver
 	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
 	MaxQueuedAppends int
+	// MaxTrackedOffsets bounds the offset tracker: it keeps one entry
+	// (40 bytes) per deliveries offset from the oldest unfinished delivery
+	// to the newest fetched, so a delivery holding the watermark (an
+	// attempt up to its timeout, a lane waiting to park) makes it grow
+	// with the partition's throughput. Beyond it Backpressured reports
+	// true and the driver stops fetching until the watermark moves; not
+	// while the replay hold lasts, which ReplayHoldRecords bounds and which
+	// ends only once its records are fetched. Default
+	// DefaultMaxTrackedOffsets (1 Mi offsets, 40 MiB), far above what
+	// park_after lets build up at tens of thousands of deliveries/s.
+	MaxTrackedOffsets int
 	// MaxQueuedAppendBytes is MaxQueuedAppends in bytes. Default
 	// DefaultMaxQueuedAppendBytes (64 MiB).
 	MaxQueuedAppendBytes int64
@@ -130,6 +142,7 @@ func (c *Config) setDefaults() error {
 	setDefault(&c.MaxAppendsInFlight, DefaultMaxAppendsInFlight)
 	setDefault(&c.MaxDeadInFlight, DefaultMaxDeadInFlight)
 	setDefault(&c.MaxQueuedAppends, DefaultMaxQueuedAppends)
+	setDefault(&c.MaxTrackedOffsets, DefaultMaxTrackedOffsets)
 	setDefault(&c.ReplayHold, DefaultReplayHold)
 	setDefault(&c.ReplayHoldRecords, DefaultReplayHoldRecords)
 	setDefault(&c.MaxProgressBytes, DefaultMaxProgressBytes)
@@ -297,9 +310,11 @@ func (o *Owner) flushOutboxes(now time.Time) {
 
 // Backpressured reports whether the driver should stop fetching the
 // partition: parked appends are piling up (the parked partition is slow or
-// unavailable), or the owner is still reading its parked partition.
+// unavailable), the owner is still reading its parked partition, or the
+// offset tracker holds MaxTrackedOffsets (a delivery holds the watermark).
 func (o *Owner) Backpressured() bool {
-	return o.appends.pending() > o.cfg.MaxQueuedAppends || o.appends.bytes > o.cfg.MaxQueuedAppendBytes || !o.discovered
+	return o.appends.pending() > o.cfg.MaxQueuedAppends || o.appends.bytes > o.cfg.MaxQueuedAppendBytes || !o.discovered ||
+		(!o.holding && o.tracker != nil && o.tracker.Len() >= o.cfg.MaxTrackedOffsets)
 }
 
 // DeliveriesWatermark is the deliveries offset below which everything is

@@ -89,6 +89,10 @@ func (t *Tracker) Watermark() int64 {
 // Outstanding returns how many added offsets are not done.
 func (t *Tracker) Outstanding() int { return t.outstanding }
 
+// Len returns the entries kept, finished or not: the span from the lowest
+// unfinished offset to the highest added.
+func (t *Tracker) Len() int { return t.size }
+
 // OldestPendingSince returns when the lowest incomplete offset, the one
 // holding the watermark, was added; false when nothing is outstanding.
 func (t *Tracker) OldestPendingSince() (time.Time, bool) {

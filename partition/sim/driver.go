@@ -87,7 +87,7 @@ func (s *Sim) newInstance() *instance {
 		Partition: 0, ParkedTopic: "parked", DeadTopic: "dead",
 		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
 		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
-		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends,
+		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends, MaxTrackedOffsets: s.p.maxTracked,
 		ReplayHoldRecords: s.p.replayHoldRecords, MaxProgressBytes: s.p.maxProgressBytes,
 		LaneBytes: s.p.laneBytes, ParkedWindowBytes: s.p.parkedWindowBytes, MaxQueuedAppendBytes: s.p.maxQueuedAppendBytes, ReplayHold: time.Minute, // above the simulated outages
 		Metrics: &s.metrics, Logger: s.logger,

@@ -13,6 +13,7 @@ import "github.com/laneway/laneway/partition"
 type holdAllowance struct {
 	tasks, appends int
 	appendBytes    int64
+	tracked        int64 // offsets fetched while the hold lifted the tracker's limit
 }
 
 // full is the allowance while the owner holds a replay.
@@ -26,8 +27,10 @@ func (s *Sim) fullHold() holdAllowance {
 func (h *holdAllowance) update(s *Sim, f partition.Footprint) {
 	if f.Holding {
 		*h = s.fullHold()
+		h.tracked = int64(f.Tracked + s.p.maxPollRecords) // the poll that ends the hold lands without the limit too
 		return
 	}
+	h.tracked = min(h.tracked, int64(f.Tracked))
 	h.tasks = min(h.tasks, f.Tasks)
 	h.appends = min(h.appends, f.QueuedAppends)
 	h.appendBytes = min(h.appendBytes, f.QueuedAppendBytes)
@@ -49,9 +52,7 @@ func (s *Sim) checkMemory(in *instance) {
 	for _, b := range bytes {
 		s.within(b)
 	}
-	if s.peaks != nil {
-		s.peak(s.trackedBound(in, f))
-	}
+	s.within(s.trackedBound(in, f))
 }
 
 func (s *Sim) within(b bound) {
@@ -61,19 +62,19 @@ func (s *Sim) within(b bound) {
 	}
 }
 
-// trackedBound is measured, not enforced: the tracker keeps one entry per
-// offset from the oldest unfinished delivery to the newest fetched, so it
-// grows with the records fetched while one delivery holds the watermark (a
-// retry delay, park_after): time times throughput, which no configuration
-// bounds. The bound is what the lanes and the queued appends would explain;
-// large runs pass it several times over (docs/reliability.md, "What it
-// does not cover"), which -peaks shows.
+// trackedBound is MaxTrackedOffsets, beyond which the owner stops
+// fetching, plus the one poll that may pass it before the driver acts. The
+// limit does not apply while the replay hold lasts (see
+// partition.Config.MaxTrackedOffsets): what the hold fetched beyond it is
+// allowed until the watermark has moved past it.
 func (s *Sim) trackedBound(in *instance, f partition.Footprint) bound {
-	p, h := s.p, in.hold
-	lanes := int64(p.endpoints)
-	most := lanes*int64(p.laneBuffer+p.maxPollRecords+p.parkedWindow+8) + int64(p.maxQueuedAppends+p.maxPollRecords) +
-		lanes*int64(p.laneBuffer+p.maxPollRecords+8) + int64(h.tasks+h.appends)
-	return bound{"tracked offsets (measured, not enforced)", int64(f.Tracked), most}
+	most := max(int64(s.p.maxTracked+s.p.maxPollRecords), in.hold.tracked)
+	if f.Holding {
+		// The replay hold bounds what it fetches: the replay range, then
+		// one poll.
+		most = max(most, in.replayRange+int64(s.p.maxPollRecords))
+	}
+	return bound{"tracked offsets", int64(f.Tracked), most}
 }
 
 // countBounds are the bounds in records.

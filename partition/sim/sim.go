@@ -35,6 +35,7 @@ type params struct {
 	parkedWindow       int
 	maxAppendsInFlight int
 	maxQueuedAppends   int
+	maxTracked         int // MaxTrackedOffsets: the default, which never binds, but in large runs
 	maxPollRecords     int
 	replayHoldRecords  int
 	readRecords        int
@@ -101,6 +102,7 @@ func drawParams(r *rand.Rand) params {
 		}
 	}
 	p.pullShare = []float64{0, 0.5, 1}[r.IntN(3)]
+	p.maxTracked = partition.DefaultMaxTrackedOffsets
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
 	// Retention beyond the maximum age by more than an owner may take to
 	// reach a record (the assignment scan, a crash, an outage): max_age
@@ -145,6 +147,7 @@ func largeRun(p *params, r *rand.Rand) {
 	backlog := time.Duration(p.events) * 100 * time.Millisecond
 	p.drainWithin += 3 * backlog
 	p.retention += backlog
+	p.maxTracked = 300 + r.IntN(1500) // binds: the owner stops fetching while a delivery holds the watermark
 }
 
 // Result is one run's outcome.
