@@ -227,7 +227,7 @@ func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
 	a := run.a
 	in.endAttempt(run)
 	if res.Err == nil {
-		in.s.delivered(run.elem, a.Delivery)
+		in.s.delivered(run.elem, a.Delivery, in.lost)
 	}
 	in.owner.AttemptDone(a, partition.AttemptResult{Result: res})
 	in.afterEffect()

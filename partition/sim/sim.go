@@ -148,6 +148,11 @@ func largeRun(p *params, r *rand.Rand) {
 	p.drainWithin += 3 * backlog
 	p.retention += backlog
 	p.maxTracked = 300 + r.IntN(1500) // binds: the owner stops fetching while a delivery holds the watermark
+	// One produce in five failing for the whole run (each retried in order
+	// after a backoff) paces parked appends and dead letters below what
+	// thousands of events need within retention's margin (seed 31075: a
+	// disabled endpoint's backlog dead-lettered at about one a second).
+	p.produceFailure = min(p.produceFailure, 0.05)
 }
 
 // Result is one run's outcome.
@@ -203,7 +208,10 @@ type Sim struct {
 
 	metrics        simMetrics
 	expiredCounted int // parked offsets the owners counted as expired (short retention)
-	logger         *slog.Logger
+	// lossDisorder are the elements an owner that lost the partition
+	// delivered after a newer one of their stream (rule 3's loss allowance).
+	lossDisorder map[int]bool
+	logger       *slog.Logger
 
 	keepTrace  bool
 	trace      []string
@@ -251,7 +259,7 @@ func newSim(seed uint64, opts Options) *Sim {
 		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
 		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
 		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
-		pull: map[string]bool{}, feeds: map[string][]int{},
+		pull: map[string]bool{}, feeds: map[string][]int{}, lossDisorder: map[int]bool{},
 		keepTrace: opts.Trace,
 	}
 	if r, ok := shortRetention(seed); ok && opts.scenario == nil {

@@ -140,7 +140,7 @@ func report(t *testing.T, res Result) {
 	for _, v := range res.Violations {
 		msg += "  " + v + "\n"
 	}
-	msg += fmt.Sprintf("replay: go test ./partition/sim -run Sim -seed %d -v\nlast lines of the trace:\n", res.Seed)
+	msg += fmt.Sprintf("replay: go test ./partition/sim -run 'TestSim$' -seed %d -v\nlast lines of the trace:\n", res.Seed)
 	for _, l := range tail {
 		msg += "  " + l + "\n"
 	}

@@ -9,7 +9,7 @@
 // failures and late acknowledgements, read failures, aborted batches,
 // retention, Redis flushes, crashes, rebalances with attempts still
 // running, lost partitions, redrives). A failing seed replays exactly:
-// go test ./partition/sim -run Sim -seed N -v. The fixed bugs' scenarios
+// go test ./partition/sim -run 'TestSim$' -seed N -v. The fixed bugs' scenarios
 // are scripts of their own (regressions_test.go).
 package sim
 
