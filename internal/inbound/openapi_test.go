@@ -437,6 +437,12 @@ func TestOpenAPIInbound(t *testing.T) {
 	var republish ReplayJob
 	k.decode(specCall{method: "POST", path: "/v1/inbound/replays", body: `{"action":"republish","ids":["` + valid.ID + `"]}`,
 		header: http.Header{"Idempotency-Key": {"k1"}}, want: 202}, &republish)
+	// The same key for another request: refused, not answered with k1's job.
+	r = k.do(specCall{method: "POST", path: "/v1/inbound/replays", body: `{"action":"reverify","ids":["` + valid.ID + `"]}`,
+		header: http.Header{"Idempotency-Key": {"k1"}}, want: 422})
+	if !strings.Contains(string(r.body), "idempotency_key_reused") {
+		t.Fatalf("a reused key answered %s, want the reason idempotency_key_reused", r.body)
+	}
 	var byRange ReplayJob
 	k.decode(specCall{method: "POST", path: "/v1/inbound/replays", body: `{"action":"reverify","source":"std","status":"rejected","since":"` + since + `"}`, want: 202}, &byRange)
 	k.do(specCall{method: "POST", path: "/v1/inbound/replays", body: `{"action":"reverify"}`, want: 400, invalid: true})

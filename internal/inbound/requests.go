@@ -12,6 +12,7 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 )
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.
@@ -140,6 +141,9 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &re):
 		httpjson.Error(w, http.StatusBadRequest, re.Error())
+		return
+	case errors.Is(err, jobs.ErrKeyReused):
+		adminhttp.KeyReused(w, "replay")
 		return
 	case err != nil:
 		s.logger.ErrorContext(r.Context(), "inbound: replay failed to start", "err", err)

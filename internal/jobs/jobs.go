@@ -36,6 +36,11 @@ const (
 // launched then would have no goroutine owner to drain it.
 var ErrStopped = errors.New("jobs: the runner is not running")
 
+// ErrKeyReused is returned by Submit when the idempotency key names a job
+// of a different request: answering with that job would drop the request
+// silently, as a reused key with a different event did before.
+var ErrKeyReused = errors.New("jobs: this idempotency key was used for a different request")
+
 // Progress counts what a job did. Scanned counts records examined; Matched
 // those the request selected; Sent those the job wrote; Skipped those it
 // cannot send; AlreadySent those a marker says were written before.

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -77,6 +79,9 @@ func (r *Runner[Req, Rec]) Submit(ctx context.Context, req Req, idempotencyKey s
 	job, err := r.findOrCreate(ctx, ID(r.cfg.IDPrefix, req, idempotencyKey), req, until)
 	if err != nil {
 		return rec, false, err
+	}
+	if idempotencyKey != "" && !sameRequest(job.Request, req) {
+		return rec, false, ErrKeyReused
 	}
 	if job.Status == StatusDone {
 		return r.cfg.Kind.Record(job), false, nil
@@ -285,4 +290,12 @@ func (r *Runner[Req, Rec]) saved() {
 	defer r.mu.Unlock()
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// sameRequest compares two normalised requests by their JSON, the form in
+// which a job keeps its request.
+func sameRequest[Req any](a, b Req) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

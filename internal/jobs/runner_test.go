@@ -73,8 +73,13 @@ func TestJobsAreIdempotentByRequestAndKey(t *testing.T) {
 	if err != nil || keyed.ID == a.ID {
 		t.Fatalf("keyed: %+v, %v", keyed, err)
 	}
-	if other, _, err := r.Submit(ctx, request{Name: "other"}, "k1"); err != nil || other.ID != keyed.ID {
-		t.Fatalf("same key, other request: %+v, %v; want the keyed job", other, err)
+	if same, created, err := r.Submit(ctx, request{Name: "b"}, "k1"); err != nil || created || same.ID != keyed.ID {
+		t.Fatalf("same key, same request: %+v created %v, %v; want the keyed job", same, created, err)
+	}
+	// A key reused for another request is refused: answering with the
+	// keyed job would drop the other request silently.
+	if other, _, err := r.Submit(ctx, request{Name: "other"}, "k1"); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("same key, other request: %+v, %v; want ErrKeyReused", other, err)
 	}
 	waitStatus(t, r, keyed.ID, StatusDone)
 	if n := k.stepCount() - steps; n != 1 {

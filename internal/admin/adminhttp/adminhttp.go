@@ -94,6 +94,14 @@ func WriteJob(w http.ResponseWriter, location string, created bool, job any) {
 	httpjson.Write(w, status, job)
 }
 
+// KeyReused answers 422 idempotency_key_reused to a request for a job
+// (what: "redrive") whose Idempotency-Key already names a job of a
+// different request: the client must send it under a new key.
+func KeyReused(w http.ResponseWriter, what string) {
+	httpjson.Write(w, http.StatusUnprocessableEntity, httpjson.ErrorBody{Reason: "idempotency_key_reused",
+		Error: "this Idempotency-Key was used for a different " + what + " request; send it under a new key"})
+}
+
 // WriteFound answers a lookup of one what ("redrive"): v, or 404 when it
 // was not found, or 503 when the lookup failed.
 func WriteFound(w http.ResponseWriter, what string, v any, found bool, err error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
@@ -80,6 +81,9 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &re):
 		httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: re.Error(), Reason: re.Reason})
+		return
+	case errors.Is(err, jobs.ErrKeyReused):
+		adminhttp.KeyReused(w, "redrive")
 		return
 	case err != nil:
 		s.logger.ErrorContext(r.Context(), "api: redrive failed to start", "error", err)

@@ -39,6 +39,7 @@ import (
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
@@ -461,6 +462,9 @@ func (f *specDead) Submit(_ context.Context, req deadletter.Request, key string)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if j, ok := f.jobs[id]; ok {
+		if was, _ := json.Marshal(j.Request); key != "" && string(was) != mustJSON(req) {
+			return deadletter.Job{}, false, jobs.ErrKeyReused // as jobs.Runner does
+		}
 		j.Scanned, j.Matched, j.Redriven = j.Scanned+100, j.Matched+3, j.Redriven+3
 		f.jobs[id] = j
 		return j, false, nil
@@ -906,6 +910,7 @@ var specCalls = []specCall{
 	{method: "POST", path: "/v1/dead/redrive", body: `{"endpoint_id":"ep_1","reason":"max_attempts","since":"` + specSince + `"}`, want: 200},
 	{method: "POST", path: "/v1/dead/redrive", body: `{"ids":["ev1:ep_1","ev2:ep_1"]}`, header: []string{"Idempotency-Key", "r1"}, want: 202,
 		wantHeader: []string{"Location", "/v1/redrives/rd_key_r1"}},
+	{method: "POST", path: "/v1/dead/redrive", body: `{"ids":["ev3:ep_1"]}`, header: []string{"Idempotency-Key", "r1"}, want: 422},
 	{method: "POST", path: "/v1/dead/redrive", body: `{}`, want: 400, invalid: true},
 	{method: "POST", path: "/v1/dead/redrive", body: `{"ids":["ev1:ep_1"],"endpoint_id":"ep_1"}`, want: 400, invalid: true},
 	{method: "POST", path: "/v1/dead/redrive", body: `{"endpoint_id":"ep_1","bogus":true}`, want: 400, field: "bogus", invalid: true},
@@ -1261,4 +1266,12 @@ func TestOpenAPIBatchWebhook(t *testing.T) {
 			t.Errorf("a batch %s passes the spec: %s", name, bad.body)
 		}
 	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
