@@ -12,7 +12,6 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
 )
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.
@@ -142,12 +141,8 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &re):
 		httpjson.Error(w, http.StatusBadRequest, re.Error())
 		return
-	case errors.Is(err, jobs.ErrKeyReused):
-		adminhttp.KeyReused(w, "replay")
-		return
 	case err != nil:
-		s.logger.ErrorContext(r.Context(), "inbound: replay failed to start", "err", err)
-		httpjson.Error(w, http.StatusServiceUnavailable, "could not start the replay, retry: "+err.Error())
+		adminhttp.WriteSubmitFailure(w, r, s.logger, "replay", err)
 		return
 	}
 	job.Cursor = ""

@@ -6,12 +6,14 @@ package adminhttp
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 )
 
@@ -94,12 +96,18 @@ func WriteJob(w http.ResponseWriter, location string, created bool, job any) {
 	httpjson.Write(w, status, job)
 }
 
-// KeyReused answers 422 idempotency_key_reused to a request for a job
-// (what: "redrive") whose Idempotency-Key already names a job of a
-// different request: the client must send it under a new key.
-func KeyReused(w http.ResponseWriter, what string) {
-	httpjson.Write(w, http.StatusUnprocessableEntity, httpjson.ErrorBody{Reason: "idempotency_key_reused",
-		Error: "this Idempotency-Key was used for a different " + what + " request; send it under a new key"})
+// WriteSubmitFailure answers a job submission (what: "redrive") that
+// failed after its request was found valid: 422 idempotency_key_reused
+// when its Idempotency-Key already names a job of a different request (the
+// client must send it under a new key), else 503 (retry), logged.
+func WriteSubmitFailure(w http.ResponseWriter, r *http.Request, logger *slog.Logger, what string, err error) {
+	if errors.Is(err, jobs.ErrKeyReused) {
+		httpjson.Write(w, http.StatusUnprocessableEntity, httpjson.ErrorBody{Reason: "idempotency_key_reused",
+			Error: "this Idempotency-Key was used for a different " + what + " request; send it under a new key"})
+		return
+	}
+	logger.ErrorContext(r.Context(), what+" failed to start", "err", err)
+	httpjson.Error(w, http.StatusServiceUnavailable, "could not start the "+what+", retry: "+err.Error())
 }
 
 // WriteFound answers a lookup of one what ("redrive"): v, or 404 when it

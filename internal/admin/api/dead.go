@@ -9,7 +9,6 @@ import (
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
@@ -82,12 +81,8 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &re):
 		httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: re.Error(), Reason: re.Reason})
 		return
-	case errors.Is(err, jobs.ErrKeyReused):
-		adminhttp.KeyReused(w, "redrive")
-		return
 	case err != nil:
-		s.logger.ErrorContext(r.Context(), "api: redrive failed to start", "error", err)
-		httpjson.Error(w, http.StatusServiceUnavailable, "could not start the redrive, retry: "+err.Error())
+		adminhttp.WriteSubmitFailure(w, r, s.logger, "redrive", err)
 		return
 	}
 	adminhttp.WriteJob(w, "/v1/redrives/"+job.ID, created, jobJSON(job))
