@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/model/event"
 )
 
 func TestReadEvents(t *testing.T) {
@@ -98,5 +101,23 @@ func TestDemoFlagsFromEnvironment(t *testing.T) {
 	}
 	if _, err := parseDemo([]string{"--coalesce-share", "2"}, noEnv, io.Discard); err == nil {
 		t.Error("--coalesce-share 2 accepted")
+	}
+}
+
+// A batch endpoint's dead letter shows its sequence (a redrive sends it
+// under the same one); other letters show a dash there.
+func TestDeadRowShowsABatchSequence(t *testing.T) {
+	var batch client.DeadLetter
+	batch.ID, batch.Reason = "ev_1:ep_b", "payload_too_large"
+	batch.Delivery = &event.Delivery{Type: "order.updated", Entity: "order:1", Revision: 3, Sequence: 42, Attempts: 1}
+	cols := []string{"ID", "ENDPOINT", "REASON", "DEAD_AT", "TYPE", "ENTITY", "REV", "SEQ", "ATTEMPTS", "DETAIL"}
+	seqAt := slices.Index(cols, "SEQ")
+	if row := deadRow(batch); len(row) != len(cols) || row[seqAt] != "42" || row[seqAt-1] != "3" {
+		t.Fatalf("batch letter row %q, want %d columns with SEQ 42 after REV 3", row, len(cols))
+	}
+	push := batch
+	push.Delivery = &event.Delivery{Type: "order.updated", Entity: "order:2", Revision: 1, Attempts: 5}
+	if row := deadRow(push); row[seqAt] != "-" {
+		t.Fatalf("push letter row %q, want SEQ -", row)
 	}
 }

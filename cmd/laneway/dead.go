@@ -48,7 +48,7 @@ func deadGroup() *group {
 						q.Cursor = cursor
 						return c.c.ListDead(ctx, q)
 					}
-					columns := []string{"ID", "ENDPOINT", "REASON", "DEAD_AT", "TYPE", "ENTITY", "REV", "ATTEMPTS", "DETAIL"}
+					columns := []string{"ID", "ENDPOINT", "REASON", "DEAD_AT", "TYPE", "ENTITY", "REV", "SEQ", "ATTEMPTS", "DETAIL"}
 					return printSearch(ctx, c, &list.searchFlags, fetch, columns, deadRow, "(no dead letters)")
 				},
 			},
@@ -246,10 +246,15 @@ func isTerminal(w io.Writer) bool {
 }
 
 // deadRow is a dead letter's row of dead list.
+// deadRow is one letter's row; SEQ is a batch endpoint's sequence of the
+// delivery (a redrive sends it under the same one), "-" for other modes.
 func deadRow(d client.DeadLetter) []string {
-	typ, entity, rev, attempts := "-", "-", "-", "-"
+	typ, entity, rev, seq, attempts := "-", "-", "-", "-", "-"
 	if dl := d.Delivery; dl != nil {
 		typ, entity, rev, attempts = dl.Type, dl.Entity, strconv.FormatInt(dl.Revision, 10), strconv.Itoa(dl.Attempts)
+		if dl.Sequence != 0 {
+			seq = strconv.FormatInt(dl.Sequence, 10)
+		}
 	}
-	return []string{d.ID, orDash(d.EndpointID), d.Reason, fmtTime(d.DeadAt), typ, entity, rev, attempts, orDash(truncate(d.Detail, 60))}
+	return []string{d.ID, orDash(d.EndpointID), d.Reason, fmtTime(d.DeadAt), typ, entity, rev, seq, attempts, orDash(truncate(d.Detail, 60))}
 }
