@@ -445,7 +445,7 @@ func (s *recordingStore) waitFor(t *testing.T, cond func(*endpoint.Store) bool) 
 func (r *stageRig) endpointStores(t *testing.T) (api, stage *recordingStore) {
 	t.Helper()
 	start := func() *recordingStore {
-		st, err := endpoint.NewStore(endpoint.StoreConfig{Brokers: r.brokers, Topic: r.tops.Endpoints, Logger: stageTestLogger()})
+		st, err := endpoint.NewStore(endpoint.StoreConfig{Brokers: r.brokers, Topic: r.tops.Endpoints, Logger: testenv.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,11 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,7 +250,7 @@ func (r *stageRig) startStage(o stageOpts) *testStage {
 		Brokers: r.brokers, Topics: r.tops, Group: r.group, Endpoints: o.endpoints, Breakers: o.breakers,
 		InstanceID: r.group, CommitInterval: 100 * time.Millisecond, Metrics: NewMetrics(reg),
 		Retry:  deliver.RetryPolicy{Base: 50 * time.Millisecond, Min: 50 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 5, MaxAge: time.Hour},
-		Logger: stageTestLogger(),
+		Logger: testenv.Logger(),
 		// Quick fetches keep assignment and resume fast on kfake.
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
 	}
@@ -398,16 +395,6 @@ func waitCond(t *testing.T, within time.Duration, what string, cond func() (bool
 		}
 		<-tick.C
 	}
-}
-
-func stageTestLogger() *slog.Logger {
-	level := os.Getenv("LANEWAY_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
 // testEndpoint is an active endpoint at url with a fresh secret.

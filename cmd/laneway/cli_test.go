@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,19 +18,10 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 const testToken = "cli-test-token-0123456789abcdef0123"
-
-func testLogger() *slog.Logger {
-	level := os.Getenv("LANEWAY_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
 
 // startLaneway runs Laneway on the embedded default, in memory, with the
 // admin token, delivering to loopback.
@@ -46,7 +35,7 @@ func startLaneway(t *testing.T) *app.App {
 		AllowTargets:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Retry:          deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: time.Second, MaxAttempts: 3, MaxAge: time.Hour},
 		CommitInterval: 200 * time.Millisecond,
-		Logger:         testLogger(),
+		Logger:         testenv.Logger(),
 	})
 	if err != nil {
 		t.Fatalf("start laneway: %v", err)

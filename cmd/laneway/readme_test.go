@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"net"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 
 // repoRoot is where the README's commands run.
@@ -89,7 +91,11 @@ func runServeAndItsCurls(t *testing.T, command string) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
-	httpAddr, kafkaAddr := freePort(t), freePort(t)
+	httpAddr, err1 := lanewayapi.FreeAddr()
+	kafkaAddr, err2 := lanewayapi.FreeAddr()
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("sh", "-c", "exec "+command)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "LANEWAY_HTTP_ADDR="+httpAddr, "LANEWAY_EMBEDDED_KAFKA_ADDR="+kafkaAddr,
@@ -140,16 +146,6 @@ func printedCurls(out string) []string {
 		}
 	}
 	return curls
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitHTTPReady(t *testing.T, url string) {

@@ -45,7 +45,7 @@ func TestSecretsNewKeyAndRekeyCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a, err := app.Start(ctx, app.Config{DataDir: dir, EmbeddedKafkaAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Topics: topics.Config{Partitions: 1}, Logger: testLogger()})
+		Topics: topics.Config{Partitions: 1}, Logger: testenv.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"cmp"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -38,7 +38,11 @@ func newProcessRun(t *testing.T, name string, extra ...string) processRun {
 	if !ok {
 		t.Skipf("needs the real broker: %s not set", testenv.KafkaEnv)
 	}
-	run := processRun{b: b, bin: buildLaneway(t), addr: freeAddr(t)}
+	addr, err := lanewayapi.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := processRun{b: b, bin: buildLaneway(t), addr: addr}
 	f, err := fleet.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -63,16 +67,6 @@ func buildLaneway(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startProcess runs laneway and waits until /readyz answers 200.

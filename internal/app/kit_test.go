@@ -22,11 +22,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -55,7 +53,7 @@ func appConfig(t *testing.T, b testenv.Backend, prefix string) app.Config {
 		// Small enough that the end-to-end burst parks lanes, so ordering
 		// and exactly-the-subscribed checks cover the parked path too.
 		LaneBuffer: 500,
-		Logger:     testLogger(),
+		Logger:     testenv.Logger(),
 	}
 	if b.Name == testenv.Embedded.Name {
 		cfg.EmbeddedKafkaAddr = "127.0.0.1:0"
@@ -115,17 +113,6 @@ func scenario(t *testing.T, b testenv.Backend, tweak func(*app.Config)) (*fleet.
 	t.Cleanup(f.Close)
 	a := startApp(t, b, tweak)
 	return f, a, newAPI(t, a.HTTPAddr())
-}
-
-// testLogger discards logs unless LANEWAY_TEST_LOG is set (to a level).
-func testLogger() *slog.Logger {
-	level := os.Getenv("LANEWAY_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
 // apiClient calls the admin API of the Laneway at base.

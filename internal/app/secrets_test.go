@@ -18,7 +18,7 @@ import (
 
 func TestStartRefusesPlaintextSecretsOnACluster(t *testing.T) {
 	_, err := app.Start(context.Background(), app.Config{
-		KafkaBrokers: []string{"127.0.0.1:9"}, HTTPAddr: "127.0.0.1:0", Logger: testLogger(),
+		KafkaBrokers: []string{"127.0.0.1:9"}, HTTPAddr: "127.0.0.1:0", Logger: testenv.Logger(),
 	})
 	if !errors.Is(err, app.ErrNoSecretsKey) {
 		t.Fatalf("Start against a cluster without a key = %v, want ErrNoSecretsKey", err)
@@ -35,7 +35,7 @@ func TestEmbeddedKeepsItsKeyInTheDataDir(t *testing.T) {
 		Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: secret}}}
 	start := func() *app.App { // the default topic names, so the restart finds them
 		return startWith(t, app.Config{DataDir: dir, EmbeddedKafkaAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			Topics: topics.Config{Partitions: 1}, Logger: testLogger()})
+			Topics: topics.Config{Partitions: 1}, Logger: testenv.Logger()})
 	}
 	a := start()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -74,7 +74,7 @@ func TestRekeySecretsWhileServing(t *testing.T) {
 		}
 		putPlaintextSource(ctx, t, a)
 
-		cfg := app.Config{KafkaBrokers: a.Brokers(), Topics: a.Topics(), Logger: testLogger(),
+		cfg := app.Config{KafkaBrokers: a.Brokers(), Topics: a.Topics(), Logger: testenv.Logger(),
 			Secrets: app.SecretsConfig{Ring: testenv.Ring(t, k1, k2)}}
 		before, err := app.RekeySecrets(ctx, cfg, false)
 		if err != nil || before.Endpoints.ByKey["k1"] != 1 || before.Sources.ByKey[secretbox.Plaintext] != 1 {
@@ -104,7 +104,7 @@ func TestRekeySecretsWhileServing(t *testing.T) {
 // putPlaintextSource writes source gh as an instance without a key did.
 func putPlaintextSource(ctx context.Context, t *testing.T, a *app.App) {
 	t.Helper()
-	s, err := inbound.NewSourceStore(inbound.SourceStoreConfig{Brokers: a.Brokers(), Topic: a.Topics().Sources, Logger: testLogger()})
+	s, err := inbound.NewSourceStore(inbound.SourceStoreConfig{Brokers: a.Brokers(), Topic: a.Topics().Sources, Logger: testenv.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestStartRefusesWeakAdminTokens(t *testing.T) {
 		"missing file":        {app.Config{AdminTokenFile: filepath.Join(dir, "none")}, "--admin-token-file"},
 		"both ways":           {app.Config{AdminToken: strings.Repeat("a1", 16), AdminTokenFile: placeholderFile}, "both"},
 	} {
-		tc.cfg.HTTPAddr, tc.cfg.EmbeddedKafkaAddr, tc.cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", testLogger()
+		tc.cfg.HTTPAddr, tc.cfg.EmbeddedKafkaAddr, tc.cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", testenv.Logger()
 		err := startErr(t, tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Start = %v, want an error containing %q", name, err, tc.want)
@@ -89,7 +89,7 @@ func TestEmbeddedKafkaBeyondLoopbackIsRefused(t *testing.T) {
 			if addr == "" {
 				t.Skipf("this machine has no non-loopback address to try (%v)", lanErr)
 			}
-			err := startErr(t, app.Config{HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: addr, Logger: testLogger()})
+			err := startErr(t, app.Config{HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: addr, Logger: testenv.Logger()})
 			if err == nil || !strings.Contains(err.Error(), "--embedded-kafka-allow-remote") {
 				t.Errorf("embedded kafka on %s: Start = %v, want a refusal naming --embedded-kafka-allow-remote", addr, err)
 			}

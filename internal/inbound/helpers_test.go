@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -42,17 +40,6 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b testenv.Backend)) {
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
 	}
-}
-
-// testLogger discards logs unless LANEWAY_TEST_LOG is set (to a level).
-func testLogger() *slog.Logger {
-	level := os.Getenv("LANEWAY_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
 // fixture is one test's topics, group, Redis key space and services.
@@ -91,7 +78,7 @@ func newFixture(t testing.TB, b testenv.Backend) *fixture {
 func (f *fixture) config() Config {
 	return Config{
 		Brokers: f.b.Brokers, Topics: f.topics, Redis: f.rdb, Group: f.group, InstanceID: "test",
-		KeyPrefix: f.prefix, SessionTimeout: 6 * time.Second, Registerer: prometheus.NewRegistry(), Logger: testLogger(),
+		KeyPrefix: f.prefix, SessionTimeout: 6 * time.Second, Registerer: prometheus.NewRegistry(), Logger: testenv.Logger(),
 		// Every test client is one address; the tests of the limits set them.
 		RateLimits: RateLimits{PerAddress: -1, PerSource: -1},
 	}

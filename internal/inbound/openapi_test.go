@@ -105,7 +105,7 @@ func specOpts() *openapi3filter.Options {
 func mountSpec(t *testing.T, s *Service) string {
 	t.Helper()
 	srv, err := api.New(api.Config{
-		Endpoints: noEndpoints{}, Publisher: noPublisher{}, AdminToken: specToken, Routes: s.Routes(), Logger: testLogger(),
+		Endpoints: noEndpoints{}, Publisher: noPublisher{}, AdminToken: specToken, Routes: s.Routes(), Logger: testenv.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

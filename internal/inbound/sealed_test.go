@@ -13,7 +13,7 @@ import (
 
 func sealedSourceStore(t *testing.T, b testenv.Backend, topic string, ring *secretbox.Ring) *SourceStore {
 	t.Helper()
-	s, err := NewSourceStore(SourceStoreConfig{Brokers: b.Brokers, Topic: topic, Secrets: ring, Logger: testLogger()})
+	s, err := NewSourceStore(SourceStoreConfig{Brokers: b.Brokers, Topic: topic, Secrets: ring, Logger: testenv.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -512,7 +512,7 @@ func TestRoutesThroughTheAPI(t *testing.T) {
 	f := newFixture(t, testenv.Kfake(t))
 	s := f.service(nil, nil)
 	srv, err := api.New(api.Config{
-		Endpoints: noEndpoints{}, Publisher: noPublisher{}, AdminToken: "tok", Routes: s.Routes(), Logger: testLogger(),
+		Endpoints: noEndpoints{}, Publisher: noPublisher{}, AdminToken: "tok", Routes: s.Routes(), Logger: testenv.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

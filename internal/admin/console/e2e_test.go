@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -28,6 +27,7 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
 // The machine may be small and shared: generous deadlines, never sleeps.
@@ -267,7 +267,7 @@ func startLaneway(t *testing.T) *app.App {
 		AllowTargets:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Retry:          deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: time.Second, MaxAttempts: 5, MaxAge: time.Hour},
 		CommitInterval: 200 * time.Millisecond,
-		Logger:         testLogger(),
+		Logger:         testenv.Logger(),
 	})
 	if err != nil {
 		t.Fatalf("start laneway: %v", err)
@@ -585,16 +585,6 @@ func inboundSteps(t *testing.T, b *browser, c client, recvB *receiver) {
 		}
 	}
 	c.eventually("the re-verified webhook reached endpoint B", func() bool { return forwarded.EventID != "" && recvB.delivered(forwarded.EventID) })
-}
-
-func testLogger() *slog.Logger {
-	level := os.Getenv("LANEWAY_TEST_LOG")
-	if level == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
 // receiver answers every delivery with status until accept is called, then
