@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
+	"github.com/laneway/laneway/receiver"
 )
 
 // eventType is the type of every benchmark event; endpoints subscribe to all types.
@@ -96,9 +96,9 @@ func appendEnvelope(b []byte, id, tenant, entity string, revision int64, coalesc
 // sampleBody is a delivery body of the size Laneway sends, for the baseline.
 func (s schedule) sampleBody() []byte {
 	seq := s.events / 2
-	body, _ := json.Marshal(event.Payload{
+	body, _ := json.Marshal(receiver.Delivery{
 		ID: eventID(seq), Type: eventType, Timestamp: time.Now().UTC(), Data: s.data,
-		Entity: event.PayloadEntity{ID: entityName(s.entity(seq)), Revision: s.revision(seq)},
+		Entity: receiver.Entity{ID: entityName(s.entity(seq)), Revision: s.revision(seq)},
 	})
 	return body
 }

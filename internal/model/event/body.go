@@ -8,7 +8,7 @@ import (
 )
 
 // The receiver's body is rendered by hand, once per delivery, because it
-// is on every delivery's path: json.Marshal of Payload allocated three
+// is on every delivery's path: json.Marshal of receiver.Delivery allocated three
 // times as much and reflected over the struct. The bytes are the same as
 // json.Marshal's for compact data (TestBodyMatchesJSONMarshal), whose
 // string escaping this follows: HTML-safe, invalid UTF-8 as U+FFFD.

@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/receiver"
 )
 
-// payloadJSON is the body as json.Marshal renders Payload: the reference
-// the hand-written renderer must match.
+// payloadJSON is the body as json.Marshal renders the receivers' type
+// (receiver.Delivery): the reference the hand-written renderer must match.
 func payloadJSON(d *Delivery) ([]byte, error) {
 	data := d.Data
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	return json.Marshal(Payload{ID: d.EventID, Type: d.Type, Timestamp: d.OccurredAt, Data: data,
-		Entity: PayloadEntity{ID: d.Entity, Revision: d.Revision}})
+	return json.Marshal(receiver.Delivery{ID: d.EventID, Type: d.Type, Timestamp: d.OccurredAt, Data: data,
+		Entity: receiver.Entity{ID: d.Entity, Revision: d.Revision}})
 }
 
 func TestBodyMatchesJSONMarshal(t *testing.T) {

@@ -207,22 +207,6 @@ func ParseDelivery(raw []byte) (Delivery, error) {
 	return d, nil
 }
 
-// Payload is the body POSTed to the receiver (the delivery contract).
-type Payload struct {
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	Timestamp time.Time       `json:"timestamp"`
-	Data      json.RawMessage `json:"data"`
-	Entity    PayloadEntity   `json:"entity"`
-}
-
-// PayloadEntity carries the entity id and revision so receivers can drop
-// stale updates.
-type PayloadEntity struct {
-	ID       string `json:"id"`
-	Revision int64  `json:"revision"`
-}
-
 // Body renders the payload the receiver gets for this delivery.
 func (d *Delivery) Body() ([]byte, error) { return d.Render(false) }
 

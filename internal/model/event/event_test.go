@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/receiver"
 )
 
 func TestParseEnvelope(t *testing.T) {
@@ -54,7 +56,7 @@ func TestDeliveryBodyCarriesEntityAndRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Payload
+	var p receiver.Delivery
 	if err := json.Unmarshal(body, &p); err != nil {
 		t.Fatal(err)
 	}

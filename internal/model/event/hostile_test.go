@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/receiver"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -194,7 +195,7 @@ func TestHostileRevisionGoesBackwards(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p event.Payload
+		var p receiver.Delivery
 		if err := json.Unmarshal(body, &p); err != nil {
 			t.Fatal(err)
 		}
