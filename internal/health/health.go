@@ -19,23 +19,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/timing"
 )
 
-// Breaker is an endpoint's breaker as the owner sees it.
-type Breaker struct {
-	State               string     `json:"state"`
-	ConsecutiveFailures int        `json:"consecutive_failures"`
-	PausedUntil         *time.Time `json:"paused_until"`
-}
+// Breaker is an endpoint's breaker as the owner sees it: the API shows
+// the same fields.
+type Breaker = wire.Breaker
 
-// PerMinute counts an endpoint's outcomes over the last 60 seconds.
-type PerMinute struct {
-	Delivered  int64 `json:"delivered"`
-	Failed     int64 `json:"failed"` // attempts that will be retried
-	Dead       int64 `json:"dead"`
-	Superseded int64 `json:"superseded"`
-}
+// PerMinute counts an endpoint's outcomes over the last 60 seconds, as
+// the API shows them.
+type PerMinute = wire.PerMinute
 
 // Snapshot is one endpoint's state at UpdatedAt.
 type Snapshot struct {

@@ -28,9 +28,9 @@ func toHealthJSON(s health.Snapshot, known bool, now time.Time) *wire.EndpointHe
 	at := s.UpdatedAt
 	*h = wire.EndpointHealth{
 		Pending: s.Pending, InFlight: s.InFlight, Parked: s.Parked, ParkedReason: s.ParkedReason,
-		OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), Breaker: wire.Breaker(s.Breaker),
+		OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), Breaker: s.Breaker,
 		LastError: s.LastError, LastErrorAt: s.LastErrorAt, LastSuccessAt: s.LastSuccessAt,
-		PerMinute: wire.PerMinute(s.PerMinute), Owner: s.Owner, UpdatedAt: &at,
+		PerMinute: s.PerMinute, Owner: s.Owner, UpdatedAt: &at,
 	}
 	if h.Breaker.State == "" {
 		h.Breaker.State = "closed"

@@ -74,18 +74,19 @@ type EndpointHealth struct {
 	UpdatedAt               *time.Time `json:"updated_at"`
 }
 
-// Breaker is an endpoint's breaker state (as health.Breaker).
+// Breaker is an endpoint's breaker state; its owner publishes the same
+// (health.Breaker).
 type Breaker struct {
 	State               string     `json:"state"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	PausedUntil         *time.Time `json:"paused_until"`
 }
 
-// PerMinute counts an endpoint's outcomes over the last 60 seconds (as
-// health.PerMinute).
+// PerMinute counts an endpoint's outcomes over the last 60 seconds; its
+// owner publishes the same (health.PerMinute).
 type PerMinute struct {
 	Delivered  int64 `json:"delivered"`
-	Failed     int64 `json:"failed"`
+	Failed     int64 `json:"failed"` // attempts that will be retried
 	Dead       int64 `json:"dead"`
 	Superseded int64 `json:"superseded"`
 }
