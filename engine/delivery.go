@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -191,21 +193,13 @@ func (s *DeliveryStage) owned(p int32) *driven {
 func (s *DeliveryStage) ownedPartitions() []*driven {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*driven, 0, len(s.parts))
-	for _, d := range s.parts {
-		out = append(out, d)
-	}
-	return out
+	return slices.Collect(maps.Values(s.parts))
 }
 
 func (s *DeliveryStage) ownedIDs() []int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]int32, 0, len(s.parts))
-	for p := range s.parts {
-		out = append(out, p)
-	}
-	return out
+	return slices.Collect(maps.Keys(s.parts))
 }
 
 // everyWake lets time act on every owner: retry delays, produce retries,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,11 +150,7 @@ func (ep *recvEndpoint) InFlight() int64 { return ep.inFlight.Load() }
 func (ep *recvEndpoint) RunningEntities() []string {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	out := make([]string, 0, len(ep.running))
-	for e := range ep.running {
-		out = append(out, e)
-	}
-	return out
+	return slices.Collect(maps.Keys(ep.running))
 }
 
 // Requests is the number of requests the endpoint has seen.
