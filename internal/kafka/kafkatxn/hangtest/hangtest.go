@@ -133,12 +133,7 @@ func InitProducer(ctx context.Context, t *testing.T, cl *kgo.Client, txnID strin
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &txnID, 60_000, -1, -1
 	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("init producer id: %v", err)
-	}
+	requireAnswered(t, "init producer id", err, func() int16 { return resp.ErrorCode })
 	return resp.ProducerID, resp.ProducerEpoch
 }
 
@@ -155,12 +150,7 @@ func ProduceHanging(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, to
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("produce the hanging record: %v", err)
-	}
+	requireAnswered(t, "produce the hanging record", err, func() int16 { return resp.Topics[0].Partitions[0].ErrorCode })
 }
 
 // transactionalBatch encodes one record in a v2 batch flagged transactional.
@@ -193,11 +183,18 @@ func CommitOffsetHanging(ctx context.Context, t *testing.T, cl *kgo.Client, txnI
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
+	requireAnswered(t, "commit the hanging offset", err, func() int16 { return resp.Topics[0].Partitions[0].ErrorCode })
+}
+
+// requireAnswered fails t unless the request was answered (err nil) with
+// no error code (code reads it from the answer).
+func requireAnswered(t *testing.T, what string, err error, code func() int16) {
+	t.Helper()
 	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+		err = kerr.ErrorForCode(code())
 	}
 	if err != nil {
-		t.Fatalf("commit the hanging offset: %v", err)
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
