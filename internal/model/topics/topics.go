@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -150,9 +151,12 @@ var CompactedConfigs = map[string]string{
 	"delete.retention.ms":       "3600000",
 }
 
-func compacted() map[string]*string {
-	out := make(map[string]*string, len(CompactedConfigs))
-	for k, v := range CompactedConfigs {
+func compacted() map[string]*string { return pointers(CompactedConfigs) }
+
+// pointers is configs as kadm.CreateTopic takes them.
+func pointers(configs map[string]string) map[string]*string {
+	out := make(map[string]*string, len(configs))
+	for k, v := range configs {
 		out[k] = &v
 	}
 	return out
@@ -164,32 +168,32 @@ func compacted() map[string]*string {
 func Ensure(ctx context.Context, adm *kadm.Client, c Config) error {
 	c = c.WithDefaults()
 	for _, s := range c.specs() {
-		resp, err := adm.CreateTopic(ctx, s.partitions, c.ReplicationFactor, s.configs, s.name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", s.name, err)
+		if err := create(ctx, adm, c, s); err != nil {
+			return err
 		}
 	}
 	return checkParkedMatchesDeliveries(ctx, adm, c)
 }
 
+// create creates the topic s unless it exists.
+func create(ctx context.Context, adm *kadm.Client, c Config, s spec) error {
+	resp, err := adm.CreateTopic(ctx, s.partitions, c.ReplicationFactor, s.configs, s.name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", s.name, err)
+	}
+	return nil
+}
+
 // checkParkedMatchesDeliveries also waits until freshly created topics show
-// up in metadata with their partitions, so callers can produce right away.
+// up in metadata with their partitions led, so callers can produce right
+// away.
 func checkParkedMatchesDeliveries(ctx context.Context, adm *kadm.Client, c Config) error {
-	var details kadm.TopicDetails
-	for {
-		var err error
-		details, err = adm.ListTopics(ctx, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints, c.Inbound, c.Sources)
-		if err == nil && allHavePartitions(details) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for topics to appear: %w (last error: %v)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	details, err := awaitLeaders(ctx, adm, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints, c.Inbound, c.Sources)
+	if err != nil {
+		return err
 	}
 	d, p := len(details[c.Deliveries].Partitions), len(details[c.Parked].Partitions)
 	if d != p {
@@ -198,11 +202,82 @@ func checkParkedMatchesDeliveries(ctx context.Context, adm *kadm.Client, c Confi
 	return nil
 }
 
-func allHavePartitions(details kadm.TopicDetails) bool {
-	for _, d := range details {
-		if d.Err != nil || len(d.Partitions) == 0 {
-			return false
+// awaitLeaders waits until metadata shows every named topic with its
+// partitions, each with a leader, so that a client using a topic just
+// created is answered, not refused.
+func awaitLeaders(ctx context.Context, adm *kadm.Client, names ...string) (kadm.TopicDetails, error) {
+	for {
+		details, err := adm.ListTopics(ctx, names...)
+		if err == nil && allLed(details, names) {
+			return details, nil
+		}
+		if !timing.Sleep(ctx, 50*time.Millisecond) {
+			return nil, fmt.Errorf("waiting for topics %v to have leaders: %w (last error: %v)", names, ctx.Err(), err)
 		}
 	}
-	return len(details) > 0
+}
+
+func allLed(details kadm.TopicDetails, names []string) bool {
+	for _, name := range names {
+		d, ok := details[name]
+		if !ok || d.Err != nil || len(d.Partitions) == 0 {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Leader < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Feed is the topic of the pull endpoint id: one partition, so that its
+// offsets are the feed's sequence numbers and a page is read from where
+// its cursor points, whatever other endpoints carry.
+func (c Config) Feed(endpointID string) string { return c.WithDefaults().FeedPrefix + endpointID }
+
+// BatchFeed is the topic of the batch endpoint id, laid out as a feed: its
+// backlog, which the endpoint's runner sends in batches. Its own prefix
+// lets a runner find the topic of an endpoint deleted while it was away,
+// and drain it into dead letters.
+func (c Config) BatchFeed(endpointID string) string {
+	return c.WithDefaults().BatchPrefix + endpointID
+}
+
+// FeedConfigs are the configs of a feed topic. A feed is never compacted:
+// a replay after a crash may append an old state again after newer ones,
+// and compaction by entity would then keep the old state as the entity's
+// last record, which a consumer far behind would read as new (the
+// partition simulator's rule 7). Retention alone bounds it.
+func (c Config) FeedConfigs() map[string]string {
+	c = c.WithDefaults()
+	return map[string]string{
+		"cleanup.policy": "delete",
+		"retention.ms":   strconv.FormatInt(c.FeedRetention.Milliseconds(), 10),
+		"segment.ms":     "3600000",
+	}
+}
+
+// EnsureFeed creates a feed topic (Feed or BatchFeed) if it is missing.
+func EnsureFeed(ctx context.Context, adm *kadm.Client, c Config, name string) error {
+	c = c.WithDefaults()
+	if err := create(ctx, adm, c, spec{name, 1, pointers(c.FeedConfigs())}); err != nil {
+		return err
+	}
+	_, err := awaitLeaders(ctx, adm, name)
+	return err
+}
+
+// DeleteFeed deletes a feed topic of a deleted endpoint. A missing topic
+// is not an error.
+func DeleteFeed(ctx context.Context, adm *kadm.Client, name string) error {
+	resp, err := adm.DeleteTopic(ctx, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("delete feed topic %s: %w", name, err)
+	}
+	return nil
 }
