@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -84,9 +85,7 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Cache{
 		store:    cfg.Store,
 		cfg:      cfg.Breaker.withDefaults(),

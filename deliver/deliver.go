@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/laneway/laneway/internal/ssrf"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/signing"
 )
 
@@ -104,9 +105,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = timing.Clock(c.Now)
 	if c.Guard == nil {
 		g, err := ssrf.NewGuard(ssrf.Config{Allow: c.AllowTargets})
 		if err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -191,12 +193,8 @@ func (c *DeliveryConfig) setDefaults() error {
 	if c.ParkedGroup == "" {
 		c.ParkedGroup = c.Group + "-parked"
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}

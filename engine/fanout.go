@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // SubscriberIndex finds the endpoints an event goes to.
@@ -83,12 +85,8 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = DefaultInstanceID()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Now = timing.Clock(cfg.Now)
 	if cfg.RepairInterval <= 0 {
 		cfg.RepairInterval = 5 * time.Second
 	}

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -152,9 +153,7 @@ func (c *Config) setDefaults() error {
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,9 +90,7 @@ func RekeySecrets(ctx context.Context, cfg Config, rewrite bool) (SecretsReport,
 	if cfg.Secrets.Ring == nil {
 		return SecretsReport{}, errors.New("--secrets-key-file is required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Topics = cfg.Topics.WithDefaults()
 	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), secrets: cfg.Secrets.Ring}
 	if err := a.startKafka(ctx); err != nil {

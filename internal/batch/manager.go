@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -137,12 +138,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.DisableAfter <= 0 {
 		cfg.DisableAfter = partition.DefaultDisableAfter
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Now = timing.Clock(cfg.Now)
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}

@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Job states.
@@ -121,12 +123,8 @@ func (c *Config) setDefaults() error {
 		c.MarkerTTL = 30 * 24 * time.Hour
 	}
 	// JobTTL and Lease take their defaults in the job runner (jobs.Config).
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	return nil
 }
 

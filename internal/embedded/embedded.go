@@ -124,9 +124,7 @@ func StartRedisWith(cfg RedisConfig) (*Redis, error) {
 	if cfg.ExpiryInterval <= 0 {
 		cfg.ExpiryInterval = DefaultExpiryInterval
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = timing.Clock(cfg.Now)
 	srv := miniredis.NewMiniRedis()
 	if err := srv.StartAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("start embedded redis on %s: %w", cfg.Addr, err)

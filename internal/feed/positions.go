@@ -12,6 +12,7 @@ import (
 
 	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // PositionsConfig configures Positions.
@@ -44,9 +45,7 @@ func NewPositions(cfg PositionsConfig) (*Positions, error) {
 	if cfg.Admin == nil || cfg.Group == "" || cfg.Reader == nil {
 		return nil, errors.New("feed positions: Admin, Group and Reader are required")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = timing.Clock(cfg.Now)
 	return &Positions{cfg: cfg}, nil
 }
 

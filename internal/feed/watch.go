@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -51,9 +52,7 @@ func NewWatcher(cfg WatcherConfig) *Watcher {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Watcher{cfg: cfg, waiters: map[string][]*waiter{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 

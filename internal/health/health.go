@@ -9,6 +9,7 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,12 +103,8 @@ func (c *Config) setDefaults() error {
 	if c.TTL <= 0 {
 		c.TTL = 24 * time.Hour
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -164,12 +166,8 @@ func (c *Config) setDefaults() error {
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	return nil
 }
 

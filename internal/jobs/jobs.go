@@ -11,6 +11,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/laneway/laneway/internal/jobs/jobrecord"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // Job states, as stored and shown by the API.
@@ -212,12 +214,8 @@ func (c *Config[Req, Rec]) setDefaults() error {
 	if c.Lease <= 0 {
 		c.Lease = 30 * time.Second
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	return nil
 }
 

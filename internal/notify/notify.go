@@ -11,6 +11,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -77,12 +78,8 @@ func (c *Config) setDefaults() error {
 	if c.QueueSize <= 0 {
 		c.QueueSize = 1000
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	return nil
 }
 

@@ -98,9 +98,7 @@ func (c *Config[T]) setDefaults() {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 30 * time.Second
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Table is every instance's view of a compacted topic: it follows the

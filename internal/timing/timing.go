@@ -1,6 +1,7 @@
 // Package timing is the one way Laneway waits on the clock: a sleep that a
 // context (or a stop channel) cuts short, and a loop that calls a function
-// at a fixed interval until told to stop.
+// at a fixed interval until told to stop; and the clock a component reads
+// when its Config injects none.
 package timing
 
 import (
@@ -56,4 +57,13 @@ func Every(stop <-chan struct{}, d time.Duration, fn func()) {
 			fn()
 		}
 	}
+}
+
+// Clock is now, or time.Now when now is nil: what a Config's Now field
+// (the clock a component reads, injected so tests can move it) defaults to.
+func Clock(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
 }

@@ -63,3 +63,14 @@ func TestEvery(t *testing.T) {
 		t.Fatalf("fn ran %d times, want 3 (or 4)", n)
 	}
 }
+
+func TestClockDefaultsToTimeNow(t *testing.T) {
+	fixed := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	if got := Clock(func() time.Time { return fixed })(); !got.Equal(fixed) {
+		t.Fatalf("an injected clock was replaced: got %v", got)
+	}
+	before := time.Now()
+	if got := Clock(nil)(); got.Before(before) {
+		t.Fatalf("the default clock reads %v, before %v", got, before)
+	}
+}

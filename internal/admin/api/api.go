@@ -14,6 +14,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/timing"
 )
 
 // EndpointStore is the endpoint config the API reads and changes.
@@ -255,12 +257,8 @@ func (c *Config) setDefaults() {
 	if c.Ready == nil {
 		c.Ready = func(context.Context) error { return nil }
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Now = timing.Clock(c.Now)
 	if c.NewID == nil {
 		c.NewID = uuid.NewString
 	}

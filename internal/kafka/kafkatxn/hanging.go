@@ -1,6 +1,7 @@
 package kafkatxn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,12 +71,8 @@ func NewRepair(cfg RepairConfig) *Repair {
 	if cfg.Every <= 0 {
 		cfg.Every = 5 * time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Now = timing.Clock(cfg.Now)
 	return &Repair{cfg: cfg, adm: kadm.NewClient(cfg.Client), open: map[partitionKey]int64{}, offsetsPart: -1}
 }
 
