@@ -89,22 +89,18 @@ type Stats struct {
 
 // Receiver is a running receiver.
 type Receiver struct {
-	cfg       Config
-	srv       *http.Server
-	listeners []net.Listener
-	serving   sync.WaitGroup
+	cfg Config
+	ports
+	receipts
 	endpoints []*endpointState
-	// receipts holds, per slot, the Unix nanoseconds of the first receipt
-	// (0 = not yet). The compare-and-swap from 0 is also the duplicate test.
-	receipts []atomic.Int64
 
-	requests, received, duplicates, orderViolations, entityOverlaps atomic.Int64
-	unmatched, badSignatures, payloadMismatches, raw                atomic.Int64
+	requests, duplicates, orderViolations, entityOverlaps atomic.Int64
+	unmatched, badSignatures, payloadMismatches, raw      atomic.Int64
 }
 
 // endpointState is what the receiver tracks for one endpoint.
 type endpointState struct {
-	verifier    atomic.Pointer[standardwebhooks.Webhook]
+	verifier
 	behavior    atomic.Pointer[Behavior] // nil: Config.Delay and 204
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
@@ -122,31 +118,103 @@ func Start(cfg Config) (*Receiver, error) {
 	if cfg.Endpoints <= 0 || cfg.Slots < 0 || cfg.Lookup == nil {
 		return nil, errors.New("benchrecv: Endpoints > 0, Slots >= 0 and Lookup are required")
 	}
-	r := &Receiver{cfg: cfg, receipts: make([]atomic.Int64, cfg.Slots)}
+	r := &Receiver{cfg: cfg, receipts: receipts{at: make([]atomic.Int64, cfg.Slots)}}
 	for range cfg.Endpoints {
 		r.endpoints = append(r.endpoints, &endpointState{last: map[int]int64{}, running: map[int]int{}, open: map[*http.Request]*sockpeek.Peeker{}})
 	}
-	for range listenerCount(cfg) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			r.closeListeners()
-			return nil, fmt.Errorf("benchrecv: listen: %w", err)
-		}
-		r.listeners = append(r.listeners, ln)
-	}
-	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			p := sockpeek.New(c)
 			return context.WithValue(ctx, peekerKey{}, &p)
 		}}
-	for _, ln := range r.listeners {
-		r.serving.Add(1)
-		go func() {
-			defer r.serving.Done()
-			_ = r.srv.Serve(ln) // returns ErrServerClosed on Close
-		}()
+	if err := r.listen(listenerCount(cfg), srv); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// ports are the loopback ports a receiver's endpoints are served on, by
+// one http.Server.
+type ports struct {
+	srv       *http.Server
+	listeners []net.Listener
+	serving   sync.WaitGroup
+}
+
+// listen opens count loopback ports and serves srv on them until close.
+func (p *ports) listen(count int, srv *http.Server) error {
+	for range count {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, open := range p.listeners {
+				_ = open.Close()
+			}
+			return fmt.Errorf("benchrecv: listen: %w", err)
+		}
+		p.listeners = append(p.listeners, ln)
+	}
+	p.srv = srv
+	for _, ln := range p.listeners {
+		p.serving.Go(func() { _ = srv.Serve(ln) }) // returns ErrServerClosed on close
+	}
+	return nil
+}
+
+// close stops serving, drops open connections and waits for the server to
+// return on every port.
+func (p *ports) close() {
+	_ = p.srv.Close()
+	p.serving.Wait()
+}
+
+// url is endpoint n's URL, path followed by n, on port n mod the ports.
+func (p *ports) url(path string, n int) string {
+	return "http://" + p.listeners[n%len(p.listeners)].Addr().String() + path + strconv.Itoa(n)
+}
+
+// receipts holds, per slot, the Unix nanoseconds of the first receipt
+// (0 = not yet). The compare-and-swap from 0 is also the duplicate test.
+type receipts struct {
+	at       []atomic.Int64
+	received atomic.Int64
+}
+
+// firstReceipt records slot's receipt at now (Unix ns) and reports
+// whether it is the slot's first.
+func (rc *receipts) firstReceipt(slot int, now int64) bool {
+	if !rc.at[slot].CompareAndSwap(0, now) {
+		return false
+	}
+	rc.received.Add(1)
+	return true
+}
+
+// Received is the number of distinct expected deliveries so far.
+func (rc *receipts) Received() int64 { return rc.received.Load() }
+
+// ReceivedAt is when slot's delivery first arrived, in Unix nanoseconds, or 0.
+func (rc *receipts) ReceivedAt(slot int) int64 { return rc.at[slot].Load() }
+
+// verifier checks an endpoint's signatures with the official Standard
+// Webhooks library.
+type verifier struct {
+	wh atomic.Pointer[standardwebhooks.Webhook]
+}
+
+// setSecret sets the secret the endpoint's requests are signed with.
+func (v *verifier) setSecret(secret string) error {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err == nil {
+		v.wh.Store(wh)
+	}
+	return err
+}
+
+// verified reports whether body and h carry a valid signature; none is
+// valid before setSecret.
+func (v *verifier) verified(body []byte, h http.Header) bool {
+	wh := v.wh.Load()
+	return wh != nil && wh.Verify(body, h) == nil
 }
 
 // listenerCount is how many ports cfg asks for.
@@ -160,23 +228,11 @@ func listenerCount(cfg Config) int {
 	return cfg.Endpoints
 }
 
-func (r *Receiver) closeListeners() {
-	for _, ln := range r.listeners {
-		_ = ln.Close()
-	}
-}
-
 // Close stops serving, drops open connections and waits for the servers to return.
-func (r *Receiver) Close() {
-	_ = r.srv.Close()
-	r.serving.Wait()
-}
+func (r *Receiver) Close() { r.close() }
 
 // URL is endpoint n's delivery URL.
-func (r *Receiver) URL(n int) string {
-	ln := r.listeners[n%len(r.listeners)]
-	return "http://" + ln.Addr().String() + "/ep/" + strconv.Itoa(n)
-}
+func (r *Receiver) URL(n int) string { return r.url("/ep/", n) }
 
 // Ports is how many ports the endpoints are spread over.
 func (r *Receiver) Ports() int { return len(r.listeners) }
@@ -206,23 +262,10 @@ func (r *Receiver) RawURL() string { return "http://" + r.listeners[0].Addr().St
 
 // SetSecret sets the secret endpoint n's deliveries are signed with (used
 // only with Verify).
-func (r *Receiver) SetSecret(n int, secret string) error {
-	v, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
-		return err
-	}
-	r.endpoints[n].verifier.Store(v)
-	return nil
-}
-
-// Received is the number of distinct expected deliveries so far.
-func (r *Receiver) Received() int64 { return r.received.Load() }
+func (r *Receiver) SetSecret(n int, secret string) error { return r.endpoints[n].setSecret(secret) }
 
 // Unmatched is the number of requests Lookup did not know.
 func (r *Receiver) Unmatched() int64 { return r.unmatched.Load() }
-
-// ReceivedAt is when slot's delivery first arrived, in Unix nanoseconds, or 0.
-func (r *Receiver) ReceivedAt(slot int) int64 { return r.receipts[slot].Load() }
 
 // MaxInFlight is the highest number of concurrent requests endpoint n saw.
 func (r *Receiver) MaxInFlight(n int) int64 { return r.endpoints[n].maxInFlight.Load() }
@@ -230,7 +273,7 @@ func (r *Receiver) MaxInFlight(n int) int64 { return r.endpoints[n].maxInFlight.
 // Stats returns the counters.
 func (r *Receiver) Stats() Stats {
 	return Stats{
-		Requests: r.requests.Load(), Received: r.received.Load(), Duplicates: r.duplicates.Load(),
+		Requests: r.requests.Load(), Received: r.Received(), Duplicates: r.duplicates.Load(),
 		OrderViolations: r.orderViolations.Load(), EntityOverlaps: r.entityOverlaps.Load(),
 		Unmatched: r.unmatched.Load(), BadSignatures: r.badSignatures.Load(),
 		PayloadMismatches: r.payloadMismatches.Load(), Raw: r.raw.Load(),
@@ -367,10 +410,8 @@ func (ep *endpointState) leaveOpen(req *http.Request) {
 // the order check: a sender that keeps order starts an entity's next delivery
 // only after this one has been answered.
 func (r *Receiver) record(ep *endpointState, d Delivery) {
-	first := r.receipts[d.Slot].CompareAndSwap(0, time.Now().UnixNano())
-	if first {
-		r.received.Add(1)
-	} else {
+	first := r.firstReceipt(d.Slot, time.Now().UnixNano())
+	if !first {
 		r.duplicates.Add(1)
 	}
 	ep.mu.Lock()
@@ -402,8 +443,7 @@ func (ep *endpointState) leave(entity int) {
 // it would with a real receiver) and reports whether to go on.
 func (r *Receiver) verify(w http.ResponseWriter, req *http.Request, ep *endpointState, d Delivery, known bool, msgID string) bool {
 	body, err := io.ReadAll(req.Body)
-	v := ep.verifier.Load()
-	if err != nil || v == nil || v.Verify(body, req.Header) != nil {
+	if err != nil || !ep.verified(body, req.Header) {
 		r.badSignatures.Add(1)
 		w.WriteHeader(http.StatusUnauthorized)
 		return false
