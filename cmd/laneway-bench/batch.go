@@ -2,22 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
-	"github.com/laneway/laneway/signing"
 )
 
 // batchReport is what the batch scenario measured: the same events, at
@@ -39,8 +32,8 @@ type batchReport struct {
 	// Ratio is batch deliveries/s over push deliveries/s.
 	Ratio float64 `json:"batch_to_push"`
 
-	PushReceiver benchrecv.Stats `json:"push_receiver"`
-	BatchChecks  batchChecks     `json:"batch_checks"`
+	PushReceiver benchrecv.Stats      `json:"push_receiver"`
+	BatchChecks  benchrecv.BatchStats `json:"batch_checks"`
 }
 
 // modeResult is one mode's phase: Received counts the events its
@@ -59,26 +52,6 @@ type modeResult struct {
 	Incomplete        string         `json:"incomplete,omitempty"`
 }
 
-// batchChecks is what the batch receivers found, over every batch
-// endpoint.
-type batchChecks struct {
-	Batches int `json:"batches"`
-	Largest int `json:"largest_batch"`
-	// Gaps counts events whose sequence was not the one after the
-	// previous event's (a skip or a step back); Order those at or below
-	// their entity's last revision; Duplicates those received before.
-	Gaps       int64 `json:"sequence_gaps"`
-	Order      int64 `json:"order_violations"`
-	Duplicates int64 `json:"duplicates"`
-	Unmatched  int64 `json:"unmatched"`
-	// Bad counts requests refused: unreadable, or a webhook-id other than
-	// batch_<endpoint>_<first>_<last> (or, with -verify, a bad signature).
-	Bad int64 `json:"bad_requests"`
-	// Overlaps counts requests that arrived while another batch of their
-	// endpoint was in flight.
-	Overlaps int64 `json:"overlaps"`
-}
-
 // runBatch creates -endpoints push endpoints and as many batch endpoints
 // (a tenant each), then publishes -events events of -data-bytes to the
 // push endpoints and waits for all of them, then the same to the batch
@@ -94,16 +67,17 @@ func runBatch(ctx context.Context, cfg config, stderr io.Writer) (report, error)
 		return nil, err
 	}
 	defer r.close(stderr)
-	br, err := startBatchRecv(p, cfg.Endpoints, cfg.Verify)
+	batch := p.streams[1]
+	br, err := startBatchRecv(p, batch, cfg.Verify)
 	if err != nil {
 		return nil, err
 	}
-	defer br.close()
+	defer br.Close()
 	fmt.Fprintf(stderr, "creating %d batch endpoints...\n", cfg.Endpoints)
-	if err := br.createEndpoints(ctx, "http://"+r.lw.app.HTTPAddr()+"/v1/endpoints", cfg); err != nil {
+	if err := createBatchEndpoints(ctx, "http://"+r.lw.app.HTTPAddr()+"/v1/endpoints", br, batch, cfg); err != nil {
 		return nil, err
 	}
-	if err := br.warmup(ctx, r, p); err != nil {
+	if err := warmupBatch(ctx, r, p, batch, br); err != nil {
 		return nil, err
 	}
 	rep := &batchReport{Endpoints: cfg.Endpoints, Events: cfg.Events, DataBytes: cfg.DataBytes, Entities: entities, Rate: cfg.Rate,
@@ -113,7 +87,7 @@ func runBatch(ctx context.Context, cfg config, stderr io.Writer) (report, error)
 	if rep.Push.PerSecond > 0 {
 		rep.Ratio = rep.Batch.PerSecond / rep.Push.PerSecond
 	}
-	rep.PushReceiver, rep.BatchChecks = r.recv.Stats(), br.checks()
+	rep.PushReceiver, rep.BatchChecks = r.recv.Stats(), br.Stats()
 	return rep, nil
 }
 
@@ -180,219 +154,54 @@ func (res *modeResult) fill(s stream, p *plan, rc receipts, pb *publishing) {
 	}
 }
 
-// batchRecv receives the batch endpoints' batches, one port each, and
-// checks every batch as it comes: the sequence of each event follows the
-// previous one's (one order for the endpoint, no crash here to repeat
-// anything), each entity's revisions rise, nothing arrives twice, and
-// never two batches of one endpoint are in flight at once.
-type batchRecv struct {
-	plan      *plan
-	first     int // the plan's endpoint number of batch endpoint 0
-	verify    bool
-	eps       []*batchTally
-	listeners []net.Listener
-	srv       *http.Server
-	serving   sync.WaitGroup
-
-	receipts                   []atomic.Int64 // by slot: Unix ns of the first receipt
-	received, requests, warmed atomic.Int64
+// startBatchRecv starts the receiver of stream s's endpoints, the batch
+// endpoints: its endpoint n is the plan's endpoint s.first + n.
+func startBatchRecv(p *plan, s stream, verify bool) (*benchrecv.BatchReceiver, error) {
+	return benchrecv.StartBatch(benchrecv.BatchConfig{
+		Endpoints: s.endpoints, Slots: p.slots, WarmupPrefix: warmupID, Verify: verify,
+		Lookup: func(n int, id string) (benchrecv.Delivery, bool) { return p.lookup(s.first+n, id) },
+	})
 }
 
-// batchTally is one batch endpoint's record.
-type batchTally struct {
-	id, secret string // set before any event is published
-	inFlight   atomic.Int64
-
-	mu                      sync.Mutex
-	next                    int64         // the sequence due next
-	last                    map[int]int64 // entity → highest revision received
-	batches, largest        int
-	gaps, order, duplicates int64
-	unmatched, bad, overlap int64
-}
-
-// batchItem is what the receiver reads of an event of a batch.
-type batchItem struct {
-	Sequence int64  `json:"sequence"`
-	ID       string `json:"id"`
-}
-
-func startBatchRecv(p *plan, endpoints int, verify bool) (*batchRecv, error) {
-	br := &batchRecv{plan: p, first: endpoints, verify: verify, receipts: make([]atomic.Int64, p.slots)}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /b/{n}", br.serve)
-	br.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	for range endpoints {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			br.close()
-			return nil, err
-		}
-		br.listeners = append(br.listeners, ln)
-		br.eps = append(br.eps, &batchTally{next: 1, last: map[int]int64{}})
-		br.serving.Go(func() { _ = br.srv.Serve(ln) })
-	}
-	return br, nil
-}
-
-func (br *batchRecv) close() {
-	_ = br.srv.Close()
-	for _, ln := range br.listeners {
-		_ = ln.Close()
-	}
-	br.serving.Wait()
-}
-
-// url is batch endpoint n's URL: a port of its own, as a real endpoint
-// has a host of its own.
-func (br *batchRecv) url(n int) string {
-	return fmt.Sprintf("http://%s/b/%d", br.listeners[n].Addr(), n)
-}
-
-// createEndpoints creates the batch endpoints, endpoint n of tenant
-// tenantName(first + n).
-func (br *batchRecv) createEndpoints(ctx context.Context, url string, cfg config) error {
+// createBatchEndpoints creates stream s's endpoints as batch endpoints,
+// endpoint n of tenant tenantName(s.first + n).
+func createBatchEndpoints(ctx context.Context, url string, br *benchrecv.BatchReceiver, s stream, cfg config) error {
 	client := &http.Client{Timeout: 30 * time.Second}
-	return forEachParallel(ctx, len(br.eps), func(ctx context.Context, n int) error {
+	return forEachParallel(ctx, s.endpoints, func(ctx context.Context, n int) error {
 		var created struct{ ID, Secret string }
-		body := map[string]any{"tenant": tenantName(br.first + n), "mode": "batch", "url": br.url(n), "max_concurrency": cfg.MaxConcurrency,
+		body := map[string]any{"tenant": tenantName(s.first + n), "mode": "batch", "url": br.URL(n), "max_concurrency": cfg.MaxConcurrency,
 			"batch": map[string]any{"max_events": cfg.BatchMaxEvents, "max_wait_ms": cfg.BatchMaxWait.Milliseconds()}}
 		if err := postJSON(ctx, client, url, body, &created); err != nil {
 			return fmt.Errorf("batch endpoint %d: %w", n, err)
 		}
-		br.eps[n].id, br.eps[n].secret = created.ID, created.Secret
-		return nil
+		return br.SetEndpoint(n, created.ID, created.Secret)
 	})
 }
 
-// warmup sends one event of its own to each batch endpoint and waits
-// until all of them arrived: a new batch endpoint's runner starts at the
-// next rescan (within a second), which the measured phase must not wait
-// for. The warm-up events take sequence 1 and are not counted.
-func (br *batchRecv) warmup(ctx context.Context, r *rig, p *plan) error {
-	recs := make([]*kgo.Record, len(br.eps))
-	for n := range br.eps {
+// warmupBatch sends one event of its own to each of stream s's batch
+// endpoints and waits until all of them arrived: a new batch endpoint's
+// runner starts at the next rescan (within a second), which the measured
+// phase must not wait for. The warm-up events take sequence 1 and are not
+// counted.
+func warmupBatch(ctx context.Context, r *rig, p *plan, s stream, br *benchrecv.BatchReceiver) error {
+	recs := make([]*kgo.Record, s.endpoints)
+	for n := range s.endpoints {
 		key := "warmup:" + strconv.Itoa(n)
-		recs[n] = &kgo.Record{Key: []byte(key), Value: appendEnvelope(nil, warmupID+strconv.Itoa(n), tenantName(br.first+n), key, 1, false, time.Now(), p.data)}
+		recs[n] = &kgo.Record{Key: []byte(key), Value: appendEnvelope(nil, warmupID+strconv.Itoa(n), tenantName(s.first+n), key, 1, false, time.Now(), p.data)}
 	}
 	if err := r.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("batch warm-up: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := waitUntil(ctx, func() bool { return br.warmed.Load() >= int64(len(br.eps)) }); err != nil {
-		return fmt.Errorf("batch warm-up: %d of %d endpoints received their event: %w", br.warmed.Load(), len(br.eps), err)
+	if err := waitUntil(ctx, func() bool { return br.Warmed() >= int64(s.endpoints) }); err != nil {
+		return fmt.Errorf("batch warm-up: %d of %d endpoints received their event: %w", br.Warmed(), s.endpoints, err)
 	}
 	return nil
 }
 
 // warmupID prefixes the warm-up events' ids; the plan's are "e<slot>".
 const warmupID = "w"
-
-// serve takes one batch.
-func (br *batchRecv) serve(w http.ResponseWriter, req *http.Request) {
-	var n int
-	if _, err := fmt.Sscan(req.PathValue("n"), &n); err != nil || n < 0 || n >= len(br.eps) {
-		http.NotFound(w, req)
-		return
-	}
-	t := br.eps[n]
-	if t.inFlight.Add(1) > 1 {
-		t.mu.Lock()
-		t.overlap++
-		t.mu.Unlock()
-	}
-	defer t.inFlight.Add(-1)
-	br.requests.Add(1)
-	items, err := br.read(t, req)
-	if err != nil {
-		t.mu.Lock()
-		t.bad++
-		t.mu.Unlock()
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	br.tally(n, t, items, time.Now().UnixNano())
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// read reads and checks a batch: its body, its webhook-id and, with
-// -verify, its signature.
-func (br *batchRecv) read(t *batchTally, req *http.Request) ([]batchItem, error) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, err
-	}
-	if br.verify {
-		if err := signing.Verify(req.Header, body, []string{t.secret}, time.Minute, time.Now()); err != nil {
-			return nil, err
-		}
-	}
-	var b struct {
-		Batch []batchItem `json:"batch"`
-	}
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, err
-	}
-	if len(b.Batch) == 0 {
-		return nil, errors.New("an empty batch")
-	}
-	want := fmt.Sprintf("batch_%s_%d_%d", t.id, b.Batch[0].Sequence, b.Batch[len(b.Batch)-1].Sequence)
-	if req.Header.Get("webhook-id") != want {
-		return nil, fmt.Errorf("webhook-id %q, want %q", req.Header.Get("webhook-id"), want)
-	}
-	return b.Batch, nil
-}
-
-// tally records batch endpoint n's batch, received at.
-func (br *batchRecv) tally(n int, t *batchTally, items []batchItem, at int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.batches++
-	t.largest = max(t.largest, len(items))
-	for _, it := range items {
-		if it.Sequence != t.next {
-			t.gaps++
-		}
-		t.next = it.Sequence + 1
-		if strings.HasPrefix(it.ID, warmupID) {
-			br.warmed.Add(1)
-			continue
-		}
-		d, ok := br.plan.lookup(br.first+n, it.ID)
-		if !ok {
-			t.unmatched++
-			continue
-		}
-		if d.Revision <= t.last[d.Entity] {
-			t.order++
-		}
-		t.last[d.Entity] = max(t.last[d.Entity], d.Revision)
-		if br.receipts[d.Slot].CompareAndSwap(0, at) {
-			br.received.Add(1)
-		} else {
-			t.duplicates++
-		}
-	}
-}
-
-func (br *batchRecv) Received() int64           { return br.received.Load() }
-func (br *batchRecv) ReceivedAt(slot int) int64 { return br.receipts[slot].Load() }
-func (br *batchRecv) Requests() int64           { return br.requests.Load() }
-
-// checks sums the tallies.
-func (br *batchRecv) checks() batchChecks {
-	var c batchChecks
-	for _, t := range br.eps {
-		t.mu.Lock()
-		c.Batches += t.batches
-		c.Largest = max(c.Largest, t.largest)
-		c.Gaps, c.Order, c.Duplicates = c.Gaps+t.gaps, c.Order+t.order, c.Duplicates+t.duplicates
-		c.Unmatched, c.Bad, c.Overlaps = c.Unmatched+t.unmatched, c.Bad+t.bad, c.Overlaps+t.overlap
-		t.mu.Unlock()
-	}
-	return c
-}
 
 func (rep *batchReport) failures() []string {
 	var out []string

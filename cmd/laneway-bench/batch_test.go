@@ -3,9 +3,10 @@ package main
 import (
 	"io"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/internal/testkit/benchrecv"
 )
 
 // TestBatchSmall runs the batch scenario at test scale: every event
@@ -27,23 +28,13 @@ func TestBatchSmall(t *testing.T) {
 	}
 }
 
-// TestBatchTallyCounts: a skipped sequence, a step back, an entity's
+// TestBatchFailures: a skipped sequence, a step back, an entity's
 // revision not above its last, an event received twice, an unknown one,
 // a batch above max_events and two batches in flight at once each fail
-// the run.
-func TestBatchTallyCounts(t *testing.T) {
-	p := newPlan(8, false, stream{count: 10, endpoints: 1, entities: 2}, stream{count: 10, first: 1, endpoints: 1, entities: 2})
-	br := &batchRecv{plan: p, first: 1, receipts: make([]atomic.Int64, p.slots), eps: []*batchTally{{next: 1, last: map[int]int64{}}}}
-	// Slots 10, 11, 12, 13 are the batch endpoint's entities 0, 1, 0, 1 at revisions 1, 1, 2, 2.
-	item := func(seq int64, slot int) batchItem { return batchItem{Sequence: seq, ID: eventID(slot)} }
-	br.tally(0, br.eps[0], []batchItem{item(1, 10), item(2, 11), item(4, 12)}, 1) // 4 skips 3
-	// 5 again steps back, and is slot 10 again: its entity back at revision 1.
-	br.tally(0, br.eps[0], []batchItem{item(5, 13), item(5, 10), {Sequence: 6, ID: "x"}}, 2)
-	br.eps[0].overlap = 1
-	c := br.checks()
-	if c.Gaps != 2 || c.Order != 1 || c.Duplicates != 1 || c.Unmatched != 1 || c.Batches != 2 || c.Largest != 3 || br.Received() != 4 {
-		t.Fatalf("checks %+v, received %d", c, br.Received())
-	}
+// the run (benchrecv's TestBatchTally checks that the receiver counts
+// them).
+func TestBatchFailures(t *testing.T) {
+	c := benchrecv.BatchStats{Batches: 2, Largest: 3, Gaps: 2, Order: 1, Duplicates: 1, Unmatched: 1, Overlaps: 1}
 	rep := &batchReport{MaxEvents: 2, Push: modeResult{Published: 4, Received: 4}, Batch: modeResult{Published: 4, Received: 4}, BatchChecks: c}
 	got := strings.Join(rep.failures(), "\n")
 	for _, want := range []string{"out of sequence", "last revision", "received twice", "above max_events", "in flight", "unexpected"} {

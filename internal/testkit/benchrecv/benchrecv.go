@@ -12,6 +12,10 @@
 // The receiver does not parse bodies to identify deliveries: the caller maps
 // each webhook-id to a slot, entity and revision (Config.Lookup), because the
 // caller generated the events and knows them.
+//
+// A BatchReceiver plays batch endpoints with a Receiver's ports, receipts
+// and signature checks: it reads each batch's events (its Lookup maps their
+// ids) and checks their sequence, their order and the batch's webhook-id.
 package benchrecv
 
 import (

@@ -93,28 +93,33 @@ func TestMeasuresInFlightAndEntityOverlap(t *testing.T) {
 	}
 }
 
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// sign returns the timestamp and signature headers of a request with
+// webhook-id id and body, signed with secret now.
+func sign(t *testing.T, id, body string) http.Header {
+	t.Helper()
+	wh, _ := standardwebhooks.NewWebhook(secret)
+	now := time.Now()
+	sig, err := wh.Sign(id, now, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return http.Header{"Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Webhook-Signature": {sig}}
+}
+
 func TestVerify(t *testing.T) {
-	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	r := start(t, benchrecv.Config{Endpoints: 1, Verify: true})
 	if err := r.SetSecret(0, secret); err != nil {
 		t.Fatal(err)
 	}
-	wh, _ := standardwebhooks.NewWebhook(secret)
-	sign := func(id, body string) http.Header {
-		now := time.Now()
-		sig, err := wh.Sign(id, now, []byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return http.Header{"Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Webhook-Signature": {sig}}
-	}
 	good := `{"id":"s4","entity":{"revision":3}}`
-	if code := post(t, r.URL(0), "s4", sign("s4", good), good); code != http.StatusNoContent {
+	if code := post(t, r.URL(0), "s4", sign(t, "s4", good), good); code != http.StatusNoContent {
 		t.Fatalf("good delivery: status %d", code)
 	}
 	wrong := `{"id":"s6","entity":{"revision":1}}`
-	post(t, r.URL(0), "s6", sign("s6", wrong), wrong)
-	if code := post(t, r.URL(0), "s8", sign("s8", good), good+" "); code != http.StatusUnauthorized {
+	post(t, r.URL(0), "s6", sign(t, "s6", wrong), wrong)
+	if code := post(t, r.URL(0), "s8", sign(t, "s8", good), good+" "); code != http.StatusUnauthorized {
 		t.Fatalf("tampered body: status %d, want 401", code)
 	}
 	got := r.Stats()
