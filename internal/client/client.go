@@ -204,8 +204,10 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	return &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: raw}, nil
 }
 
-// call sends a request and decodes a 2xx JSON answer into out (unless nil).
-func (c *Client) call(ctx context.Context, method, path string, query url.Values, body any, header http.Header, out any) (*Response, error) {
+// Call sends a request as Do does and decodes a 2xx JSON answer into out
+// (unless out is nil or the answer has no body), for a call the typed
+// methods do not cover.
+func (c *Client) Call(ctx context.Context, method, path string, query url.Values, body any, header http.Header, out any) (*Response, error) {
 	resp, err := c.Do(ctx, method, path, query, body, header)
 	if err != nil {
 		return nil, err
@@ -243,7 +245,7 @@ func fetch[T any, P rawKeeper[T]](ctx context.Context, c *Client, method, path s
 // (for its status and headers). On an error the value is zero.
 func fetchResponse[T any, P rawKeeper[T]](ctx context.Context, c *Client, method, path string, query url.Values, body any, header http.Header) (T, *Response, error) {
 	var out T
-	resp, err := c.call(ctx, method, path, query, body, header, &out)
+	resp, err := c.Call(ctx, method, path, query, body, header, &out)
 	if err != nil {
 		var zero T
 		return zero, nil, err

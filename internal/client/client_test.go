@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,52 @@ func TestBatchEndpointBodies(t *testing.T) {
 		if bodies[i] != want[i] {
 			t.Errorf("body %d = %s, want %s", i, bodies[i], want[i])
 		}
+	}
+}
+
+// Call sends what Do sends and decodes a 2xx answer into out: an answer
+// without a body leaves out alone, one that is not JSON is an error, and
+// any other status is an *APIError.
+func TestCallDecodesTheAnswer(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key")+" "+string(body))
+		switch r.URL.Path {
+		case "/created":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"ep_1","secret":"whsec_x"}`))
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		case "/text":
+			_, _ = w.Write([]byte("not json"))
+		default:
+			http.Error(w, `{"error":"taken"}`, http.StatusConflict)
+		}
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "")
+	ctx := context.Background()
+	var out struct{ ID, Secret string }
+	resp, err := c.Call(ctx, http.MethodPost, "/created", url.Values{"a": {"1"}}, map[string]any{"tenant": "t"}, http.Header{"Idempotency-Key": {"k1"}}, &out)
+	if err != nil || resp.StatusCode != http.StatusCreated || out.ID != "ep_1" || out.Secret != "whsec_x" {
+		t.Fatalf("Call = %+v, %v; out %+v", resp, err, out)
+	}
+	if _, err := c.Call(ctx, http.MethodDelete, "/empty", nil, nil, nil, &out); err != nil || out.ID != "ep_1" {
+		t.Fatalf("Call of an empty answer = %v; out %+v", err, out)
+	}
+	if _, err := c.Call(ctx, http.MethodGet, "/text", nil, nil, nil, &out); err == nil || !strings.HasPrefix(err.Error(), "GET /text: decoding the response: ") {
+		t.Fatalf("Call of a text answer = %v", err)
+	}
+	if _, err := c.Call(ctx, http.MethodGet, "/text", nil, nil, nil, nil); err != nil {
+		t.Fatalf("Call without out = %v", err)
+	}
+	var ae *APIError
+	if _, err := c.Call(ctx, http.MethodPost, "/taken", nil, nil, nil, &out); !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.Message != "taken" {
+		t.Fatalf("Call of a 409 = %v", err)
+	}
+	want := []string{`POST /created?a=1 k1 {"tenant":"t"}`, "DELETE /empty  ", "GET /text  ", "GET /text  ", "POST /taken  "}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
