@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -74,7 +73,7 @@ func runBatch(ctx context.Context, cfg config, stderr io.Writer) (report, error)
 	}
 	defer br.Close()
 	fmt.Fprintf(stderr, "creating %d batch endpoints...\n", cfg.Endpoints)
-	if err := createBatchEndpoints(ctx, "http://"+r.lw.app.HTTPAddr()+"/v1/endpoints", br, batch, cfg); err != nil {
+	if err := createBatchEndpoints(ctx, r.lw, br, batch, cfg); err != nil {
 		return nil, err
 	}
 	if err := warmupBatch(ctx, r, p, batch, br); err != nil {
@@ -165,13 +164,16 @@ func startBatchRecv(p *plan, s stream, verify bool) (*benchrecv.BatchReceiver, e
 
 // createBatchEndpoints creates stream s's endpoints as batch endpoints,
 // endpoint n of tenant tenantName(s.first + n).
-func createBatchEndpoints(ctx context.Context, url string, br *benchrecv.BatchReceiver, s stream, cfg config) error {
-	client := &http.Client{Timeout: 30 * time.Second}
+func createBatchEndpoints(ctx context.Context, lw *laneway, br *benchrecv.BatchReceiver, s stream, cfg config) error {
+	api, err := lw.api()
+	if err != nil {
+		return err
+	}
 	return forEachParallel(ctx, s.endpoints, func(ctx context.Context, n int) error {
 		var created struct{ ID, Secret string }
 		body := map[string]any{"tenant": tenantName(s.first + n), "mode": "batch", "url": br.URL(n), "max_concurrency": cfg.MaxConcurrency,
 			"batch": map[string]any{"max_events": cfg.BatchMaxEvents, "max_wait_ms": cfg.BatchMaxWait.Milliseconds()}}
-		if err := postJSON(ctx, client, url, body, &created); err != nil {
+		if err := postJSON(ctx, api, "/v1/endpoints", body, &created); err != nil {
 			return fmt.Errorf("batch endpoint %d: %w", n, err)
 		}
 		return br.SetEndpoint(n, created.ID, created.Secret)

@@ -94,7 +94,7 @@ func runFeed(ctx context.Context, cfg config, stderr io.Writer) (report, error) 
 	}
 	defer r.close(stderr)
 	fmt.Fprintf(stderr, "creating %d pull endpoints and their consumer tokens...\n", cfg.FeedConsumers)
-	feeds, err := createFeeds(ctx, "http://"+r.lw.app.HTTPAddr(), cfg.Endpoints, cfg.FeedConsumers)
+	feeds, err := createFeeds(ctx, r.lw, cfg.Endpoints, cfg.FeedConsumers)
 	if err != nil {
 		return nil, err
 	}
@@ -113,18 +113,21 @@ type feedEndpoint struct{ id, token string }
 
 // createFeeds creates count pull endpoints, endpoint n (from first) of
 // tenant tenantName(n), each with a consumer token.
-func createFeeds(ctx context.Context, base string, first, count int) ([]feedEndpoint, error) {
-	client := &http.Client{Timeout: 30 * time.Second}
+func createFeeds(ctx context.Context, lw *laneway, first, count int) ([]feedEndpoint, error) {
+	api, err := lw.api()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]feedEndpoint, count)
-	err := forEachParallel(ctx, count, func(ctx context.Context, i int) error {
-		var ep, tok struct {
-			ID    string `json:"id"`
-			Token string `json:"token"`
+	err = forEachParallel(ctx, count, func(ctx context.Context, i int) error {
+		var ep struct {
+			ID string `json:"id"`
 		}
-		if err := postJSON(ctx, client, base+"/v1/endpoints", map[string]string{"tenant": tenantName(first + i), "mode": "pull"}, &ep); err != nil {
+		if err := postJSON(ctx, api, "/v1/endpoints", map[string]string{"tenant": tenantName(first + i), "mode": "pull"}, &ep); err != nil {
 			return fmt.Errorf("pull endpoint %d: %w", first+i, err)
 		}
-		if err := postJSON(ctx, client, base+"/v1/endpoints/"+ep.ID+"/feed-tokens", nil, &tok); err != nil {
+		tok, err := api.CreateFeedToken(ctx, ep.ID)
+		if err != nil {
 			return fmt.Errorf("feed token of %s: %w", ep.ID, err)
 		}
 		out[i] = feedEndpoint{id: ep.ID, token: tok.Token}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
-	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 
 // laneway is the service under test, in this process or a child process
@@ -157,15 +156,21 @@ type endpointSpec struct {
 // time (each create waits for the config topic round trip), and returns
 // their ids.
 func (l *laneway) createEndpoints(ctx context.Context, recv *benchrecv.Receiver, count int, spec func(n int) endpointSpec) ([]string, error) {
-	client := &http.Client{Timeout: 30 * time.Second}
-	base := "http://" + l.app.HTTPAddr() + "/v1/endpoints"
+	api, err := l.api()
+	if err != nil {
+		return nil, err
+	}
 	ids := make([]string, count)
-	err := forEachParallel(ctx, count, func(ctx context.Context, n int) (err error) {
-		ids[n], err = createEndpoint(ctx, client, base, recv, n, spec(n))
+	err = forEachParallel(ctx, count, func(ctx context.Context, n int) (err error) {
+		ids[n], err = createEndpoint(ctx, api, recv, n, spec(n))
 		return err
 	})
 	return ids, err
 }
+
+// api is a client of Laneway's API, without a token: the benchmark's
+// Laneway has no admin token.
+func (l *laneway) api() (*client.Client, error) { return client.New(l.app.HTTPAddr(), "") }
 
 // forEachParallel calls fn for 0..count-1, eight at a time (each API
 // create waits for the config topic's round trip), and stops at the first
@@ -196,23 +201,21 @@ func forEachParallel(ctx context.Context, count int, fn func(ctx context.Context
 	return context.Cause(ctx)
 }
 
-func createEndpoint(ctx context.Context, client *http.Client, url string, recv *benchrecv.Receiver, n int, spec endpointSpec) (string, error) {
+func createEndpoint(ctx context.Context, api *client.Client, recv *benchrecv.Receiver, n int, spec endpointSpec) (string, error) {
 	var created struct {
 		ID     string `json:"id"`
 		Secret string `json:"secret"`
 	}
 	body := map[string]any{"tenant": spec.tenant, "url": recv.URL(n), "max_concurrency": spec.maxConcurrency}
-	if err := postJSON(ctx, client, url, body, &created); err != nil {
+	if err := postJSON(ctx, api, "/v1/endpoints", body, &created); err != nil {
 		return "", fmt.Errorf("create endpoint %d: %w", n, err)
 	}
 	return created.ID, recv.SetSecret(n, created.Secret)
 }
 
-// postJSON posts body as JSON and decodes a 201 answer into out.
-func postJSON(ctx context.Context, client *http.Client, url string, body, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	return lanewayapi.Call(ctx, client, http.MethodPost, url, b, nil, http.StatusCreated, out)
+// postJSON posts body as JSON to the API's path and decodes the answer
+// into out.
+func postJSON(ctx context.Context, api *client.Client, path string, body, out any) error {
+	_, err := api.Call(ctx, http.MethodPost, path, nil, body, nil, out)
+	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 
 // rawResult is the plain net/http baseline.
@@ -71,8 +70,15 @@ func rawBaseline(ctx context.Context, url string, n, workers int, body []byte) (
 	}, nil
 }
 
+// postOnce posts body to the receiver with net/http alone: the baseline
+// measures net/http, so no client of Laneway's API comes between.
 func postOnce(ctx context.Context, client *http.Client, url string, body []byte) error {
-	resp, err := lanewayapi.Send(ctx, client, http.MethodPost, url, body, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
