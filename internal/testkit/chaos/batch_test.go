@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/testkit/testenv"
@@ -174,7 +175,6 @@ func TestBatchEndpointsAcrossFaults(t *testing.T) {
 type batchRun struct {
 	*feedRun
 	seed uint64
-	api  *http.Client // to any instance, with the admin token
 	eps  []*batchEndpoint
 }
 
@@ -200,7 +200,6 @@ func startBatchRun(ctx context.Context, t *testing.T, b testenv.Backend) *batchR
 	if s, err := strconv.ParseUint(os.Getenv("LANEWAY_CHAOS_SEED"), 10, 64); err == nil {
 		r.seed = s
 	}
-	r.api = &http.Client{Timeout: 30 * time.Second, Transport: &bearer{token: r.token, base: http.DefaultTransport}}
 	t.Logf("receivers' seed %d (LANEWAY_CHAOS_SEED=%[1]d gives the same 503s and holds)", r.seed)
 	for i := range batchEndpoints {
 		r.createEndpoint(ctx, i)
@@ -208,16 +207,13 @@ func startBatchRun(ctx context.Context, t *testing.T, b testenv.Backend) *batchR
 	return r
 }
 
-// bearer adds the admin token to every request.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	out := req.Clone(req.Context())
-	out.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(out)
+// api is a client of instance addr's API, with the admin token.
+func (r *batchRun) api(addr string) *client.Client {
+	api, err := client.New(addr, r.token)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return api
 }
 
 // createEndpoint creates batch endpoint i, its receiver and its
@@ -233,13 +229,15 @@ func (r *batchRun) createEndpoint(ctx context.Context, i int) {
 		"batch": map[string]int{"max_events": batchMaxEvents, "max_wait_ms": batchMaxWaitMs}}, http.StatusCreated, &ep)
 	recv.SetEndpoint(ep.ID, ep.Secret)
 	for _, addr := range r.addrs {
+		api := r.api(addr)
 		if err := waitFor(ctx, batchLimit, "instance "+addr+" knowing endpoint "+ep.ID, func() bool {
-			return apiCall(ctx, r.api, http.MethodGet, "http://"+addr+"/v1/endpoints/"+ep.ID, nil, http.StatusOK, nil) == nil
+			_, err := api.GetEndpoint(ctx, ep.ID)
+			return err == nil
 		}); err != nil {
 			r.t.Fatal(err)
 		}
 	}
-	pub := &FeedPublisher{Tenant: tenant, AdminToken: r.token, HTTP: r.roundRobin, Facts: []string{"order:1", "order:2", "order:3", "order:4"}}
+	pub := &FeedPublisher{Tenant: tenant, API: r.roundRobin, Facts: []string{"order:1", "order:2", "order:3", "order:4"}}
 	r.eps, r.pubs = append(r.eps, &batchEndpoint{id: ep.ID, recv: recv, pub: pub}), append(r.pubs, pub)
 }
 
@@ -252,7 +250,7 @@ func (r *batchRun) publishOversized(ctx context.Context) {
 		big := FeedPublished{ID: ep.pub.Tenant + "-big", Entity: "big:1", Revision: 1}
 		body := fmt.Sprintf(`{"id":%q,"type":"feed.test","tenant":%q,"entity":%q,"revision":1,"data":{"pad":%q}}`,
 			big.ID, ep.pub.Tenant, big.Entity, strings.Repeat("x", batchBodyLimit))
-		if err := ep.pub.post(ctx, big.ID, []byte(body)); err != nil {
+		if _, err := ep.pub.API.PublishEvent(ctx, []byte(body), big.ID); err != nil {
 			r.t.Fatalf("publishing %s: %v", big.ID, err)
 		}
 		ep.big = big
@@ -420,11 +418,12 @@ func (r *batchRun) checkEndpoint(ep *batchEndpoint, dead []event.DeadLetter) {
 // drain searches again).
 func (r *batchRun) deadLetters(ctx context.Context, ep *batchEndpoint) []event.DeadLetter {
 	var out []event.DeadLetter
+	api := r.api(r.addrs[0])
 	cursor := ""
 	for {
 		q := url.Values{"endpoint_id": {ep.id}, "limit": {"100"}, "cursor": {cursor}}
 		var page deadletter.Page
-		if err := apiCall(ctx, r.api, http.MethodGet, "http://"+r.addrs[0]+"/v1/dead?"+q.Encode(), nil, http.StatusOK, &page); err != nil {
+		if _, err := api.Call(ctx, http.MethodGet, "/v1/dead", q, nil, nil, &page); err != nil {
 			r.t.Logf("searching %s's dead letters: %v", ep.id, err)
 			return nil
 		}

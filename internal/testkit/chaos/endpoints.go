@@ -2,13 +2,12 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"time"
 
-	"github.com/laneway/laneway/internal/testkit/lanewayapi"
+	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
 	"github.com/laneway/laneway/internal/timing"
 )
@@ -71,7 +70,10 @@ func (h *Harness) runEndpoint(name string) *runEndpoint {
 // writes endpoints.json and waits until every instance knows every endpoint
 // (an instance that does not would fan events out to fewer endpoints).
 func (h *Harness) createEndpoints(ctx context.Context) error {
-	client := &http.Client{Timeout: 30 * time.Second}
+	first, err := instanceAPI(h.instances[0], client.DefaultTimeout)
+	if err != nil {
+		return err
+	}
 	var subs []ordercheck.Endpoint
 	for _, spec := range h.fleet() {
 		delay := spec.Delay
@@ -83,10 +85,10 @@ func (h *Harness) createEndpoints(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		body, _ := json.Marshal(map[string]any{"tenant": spec.Tenant, "url": url, "event_types": spec.EventTypes,
-			"max_concurrency": spec.MaxConcurrency})
+		body := map[string]any{"tenant": spec.Tenant, "url": url, "event_types": spec.EventTypes,
+			"max_concurrency": spec.MaxConcurrency}
 		var created struct{ ID, Secret string }
-		if err := apiCall(ctx, client, http.MethodPost, "http://"+h.instances[0].Addr+"/v1/endpoints", body, http.StatusCreated, &created); err != nil {
+		if _, err := first.Call(ctx, http.MethodPost, "/v1/endpoints", nil, body, nil, &created); err != nil {
 			return fmt.Errorf("create endpoint %s: %w", spec.Name, err)
 		}
 		if err := rep.SetEndpoint(created.ID, created.Secret); err != nil {
@@ -100,9 +102,13 @@ func (h *Harness) createEndpoints(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for _, in := range h.instanceList() {
+		api, err := instanceAPI(in, client.DefaultTimeout)
+		if err != nil {
+			return err
+		}
 		for _, ep := range h.eps {
 			for {
-				err := apiCall(ctx, client, http.MethodGet, "http://"+in.Addr+"/v1/endpoints/"+ep.id, nil, http.StatusOK, nil)
+				_, err := api.GetEndpoint(ctx, ep.id)
 				if err == nil {
 					break
 				}
@@ -118,15 +124,10 @@ func (h *Harness) createEndpoints(ctx context.Context) error {
 	return nil
 }
 
-// apiCall sends one JSON request to the laneway API and decodes the answer
-// into out (when not nil); any status but want is an error carrying the
-// request and the body.
-func apiCall(ctx context.Context, client *http.Client, method, url string, body []byte, want int, out any) error {
-	err := lanewayapi.Call(ctx, client, method, url, body, nil, want, out)
-	if lanewayapi.IsStatus(err, 0) {
-		return fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	return err
+// instanceAPI is a client of instance in's API, each request bounded by
+// timeout. It has no token: the harness's instances have no admin token.
+func instanceAPI(in *Instance, timeout time.Duration) (*client.Client, error) {
+	return client.New(in.Addr, "", client.WithTimeout(timeout))
 }
 
 // namesToIDs maps endpoint names to their IDs, leaving out names the

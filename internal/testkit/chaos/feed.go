@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/laneway/laneway/internal/testkit/lanewayapi"
+	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/timing"
 	"github.com/laneway/laneway/receiver"
 )
@@ -64,13 +64,12 @@ type FeedPublished struct {
 // net/http may then replay it on a connection the server closed, and
 // Laneway deduplicates a retry.
 type FeedPublisher struct {
-	Tenant     string
-	Facts      []string // entities that get facts (coalesce: false)
-	States     []string // entities that get states (coalesce: true)
-	AdminToken string
-	// HTTP reaches the instances (through a RoundRobin: a retry goes to
-	// the next one).
-	HTTP *http.Client
+	Tenant string
+	Facts  []string // entities that get facts (coalesce: false)
+	States []string // entities that get states (coalesce: true)
+	// API reaches the instances with the admin token, through a
+	// RoundRobin (WithHTTPClient): a retry goes to the next one.
+	API *client.Client
 
 	n         int
 	mu        sync.Mutex // guards published: the test reads it while publishing goes on
@@ -92,17 +91,18 @@ func (p *FeedPublisher) PublishNext(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]any{"id": ev.ID, "type": "feed.test", "tenant": p.Tenant, "entity": ev.Entity,
 		"revision": ev.Revision, "coalesce": ev.State, "data": map[string]any{"n": p.n}})
 	for {
-		err := p.post(ctx, ev.ID, body)
-		var se *lanewayapi.StatusError
+		_, err := p.API.PublishEvent(ctx, body, ev.ID)
+		var ae *client.APIError
+		answered := errors.As(err, &ae)
 		switch {
 		case err == nil:
 			p.record(ev)
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &se) && se.Code >= 500:
+		case errors.Is(err, syscall.ECONNREFUSED), answered && ae.StatusCode >= 500:
 			// Not taken: the same event again, on the next instance.
-		case lanewayapi.IsStatus(err, http.StatusConflict), !lanewayapi.IsStatus(err, 0):
+		case answered && ae.StatusCode == http.StatusConflict, !answered:
 			// 409: an earlier try is still claimed by an instance that died
 			// with it in flight (net/http replays a request with an
 			// Idempotency-Key on a broken connection, so even a refused
@@ -118,11 +118,6 @@ func (p *FeedPublisher) PublishNext(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-}
-
-func (p *FeedPublisher) post(ctx context.Context, id string, body []byte) error {
-	header := http.Header{"Authorization": {"Bearer " + p.AdminToken}, "Idempotency-Key": {id}}
-	return lanewayapi.Call(ctx, p.HTTP, http.MethodPost, "http://laneway/v1/events", body, header, http.StatusAccepted, nil)
 }
 
 func (p *FeedPublisher) record(ev FeedPublished) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/testkit/testenv"
@@ -75,6 +77,69 @@ func TestFeedCheck(t *testing.T) {
 	}
 }
 
+// TestFeedPublisherAnswers: PublishNext sends the event with the admin
+// token and its id as the Idempotency-Key, tries again after a refused
+// connection or a 5xx, records it on a 202, records it ambiguous on a 409
+// or when the instance hangs up, and fails on any other status.
+func TestFeedPublisherAnswers(t *testing.T) {
+	var mu sync.Mutex
+	answers := []int{http.StatusServiceUnavailable, http.StatusAccepted, http.StatusConflict, 0, http.StatusUnprocessableEntity}
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct{ ID string }
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%s %s %s|%s|%s", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Idempotency-Key"), ev.ID))
+		code := answers[0]
+		answers = answers[1:]
+		mu.Unlock()
+		if code == 0 {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+			return
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(`{"id":"x","error":"e"}`))
+	}))
+	defer srv.Close()
+	down, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every other request goes to an address nobody listens on. No
+	// keep-alive: net/http would replay a request with an Idempotency-Key
+	// that a reused connection lost, which would hide the hang-up.
+	rr := &RoundRobin{Addrs: []string{down, srv.Listener.Addr().String()}, Base: &http.Transport{DisableKeepAlives: true}}
+	api, err := client.New("http://laneway", "tok", client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second, Transport: rr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &FeedPublisher{Tenant: "t", Facts: []string{"f"}, API: api}
+	ctx := context.Background()
+	for range 3 {
+		if err := p.PublishNext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.PublishNext(ctx); err == nil || !strings.Contains(err.Error(), "publish t-ev3: API 422") {
+		t.Fatalf("PublishNext on a 422 = %v", err)
+	}
+	want := []FeedPublished{{ID: "t-ev0", Entity: "f", Revision: 1}, {ID: "t-ev1", Entity: "f", Revision: 2, Ambiguous: true},
+		{ID: "t-ev2", Entity: "f", Revision: 3, Ambiguous: true}}
+	if pub := p.Published(); !slices.Equal(pub, want) {
+		t.Errorf("published %+v, want %+v", pub, want)
+	}
+	var wantGot []string
+	for _, id := range []string{"t-ev0", "t-ev0", "t-ev1", "t-ev2", "t-ev3"} {
+		wantGot = append(wantGot, "POST /v1/events Bearer tok|"+id+"|"+id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, wantGot) {
+		t.Errorf("requests\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantGot, "\n"))
+	}
+}
+
 // TestFeedsAcrossFaults is issue #17's real-broker test: three `laneway
 // serve` processes share the groups and topics; three consumers
 // long-poll their pull endpoints' feeds round-robin over the instances
@@ -129,8 +194,9 @@ type feedRun struct {
 	addrs     []string
 	adm       *kadm.Client
 	http      *http.Client // to one instance
-	// roundRobin takes the instances in turn, as a load balancer would.
-	roundRobin *http.Client
+	// roundRobin is the admin API through the instances in turn, as
+	// behind a load balancer.
+	roundRobin *client.Client
 	feeds      []*feedConsumer
 	pubs       []*FeedPublisher
 	pubErrs    chan error
@@ -176,7 +242,11 @@ func startFeedRun(ctx context.Context, t *testing.T, b testenv.Backend) *feedRun
 			"--admin-token", r.token, "--session-timeout", "6s", "--commit-interval", "200ms", "--log-level", "info", "--log-format", "json"}}
 		r.instances, r.addrs = append(r.instances, in), append(r.addrs, addr)
 	}
-	r.roundRobin = &http.Client{Timeout: 40 * time.Second, Transport: &RoundRobin{Addrs: r.addrs}}
+	r.roundRobin, err = client.New("http://laneway", r.token,
+		client.WithHTTPClient(&http.Client{Timeout: 40 * time.Second, Transport: &RoundRobin{Addrs: r.addrs}}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.startAll(ctx)
 	return r
 }
@@ -259,7 +329,7 @@ func (r *feedRun) createFeeds(ctx context.Context) {
 		r.admin(ctx, http.MethodPost, "/v1/endpoints", map[string]string{"tenant": tenant, "mode": "pull"}, http.StatusCreated, &ep)
 		r.admin(ctx, http.MethodPost, "/v1/endpoints/"+ep.ID+"/feed-tokens", nil, http.StatusCreated, &tok)
 		r.feeds = append(r.feeds, &feedConsumer{endpointID: ep.ID, token: tok.Token, feed: r.newFeed(ep.ID, tok.Token, "", r.addrs...)})
-		r.pubs = append(r.pubs, &FeedPublisher{Tenant: tenant, AdminToken: r.token, HTTP: r.roundRobin,
+		r.pubs = append(r.pubs, &FeedPublisher{Tenant: tenant, API: r.roundRobin,
 			Facts: []string{"order:1", "order:2", "order:3", "order:4"}, States: []string{"cart:1"}})
 		for _, addr := range r.addrs {
 			one := r.newFeed(ep.ID, tok.Token, "", addr)

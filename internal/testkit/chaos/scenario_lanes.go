@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/poll"
 	"github.com/laneway/laneway/internal/timing"
@@ -294,17 +295,20 @@ func (h *Harness) setPaused(ctx context.Context, name string, paused bool) error
 	if paused {
 		verb = "pause"
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
 	err := fmt.Errorf("no running instance to %s %s", verb, name)
 	for _, in := range h.instanceList() {
 		if !in.Running() {
 			continue
 		}
-		if err = apiCall(ctx, client, http.MethodPost, "http://"+in.Addr+"/v1/endpoints/"+h.runEndpoint(name).id+"/"+verb,
-			nil, http.StatusOK, nil); err == nil {
+		api, apiErr := instanceAPI(in, client.DefaultTimeout)
+		if apiErr != nil {
+			return apiErr
+		}
+		if _, err = api.Call(ctx, http.MethodPost, "/v1/endpoints/"+h.runEndpoint(name).id+"/"+verb, nil, nil, nil, nil); err == nil {
 			h.cfg.logf("%s: %s %sd through %s", h.sc.Name, name, verb, in.ID)
 			return nil
 		}
+		err = fmt.Errorf("%s %s through %s: %w", verb, name, in.ID, err)
 	}
 	return err
 }
@@ -312,17 +316,17 @@ func (h *Harness) setPaused(ctx context.Context, name string, paused bool) error
 // waitPausedSeen waits until every running instance's API shows endpoint
 // name paused (or not): the change reached every instance's endpoint store.
 func (h *Harness) waitPausedSeen(ctx context.Context, name string, paused bool) error {
-	client := &http.Client{Timeout: 5 * time.Second}
-	url := "/v1/endpoints/" + h.runEndpoint(name).id
+	id := h.runEndpoint(name).id
 	return h.waitUntil(ctx, 30*time.Second, fmt.Sprintf("every instance to show %s paused=%t", name, paused), func() bool {
 		for _, in := range h.instanceList() {
 			if !in.Running() {
 				continue
 			}
-			var ep struct {
-				Paused bool `json:"paused"`
+			api, err := instanceAPI(in, 5*time.Second)
+			if err != nil {
+				return false
 			}
-			if err := apiCall(ctx, client, http.MethodGet, "http://"+in.Addr+url, nil, http.StatusOK, &ep); err != nil || ep.Paused != paused {
+			if ep, err := api.GetEndpoint(ctx, id); err != nil || ep.Paused != paused {
 				return false
 			}
 		}
