@@ -1,5 +1,6 @@
 // Package client is a small typed client of Laneway's HTTP API, used by the
-// `laneway` command's subcommands and the demo.
+// `laneway` command's subcommands and the demo, and by the benchmark and the
+// chaos harness.
 //
 // Every method takes a context and returns the decoded response; responses
 // that the CLI may print verbatim also keep the API's JSON in Raw. A non-2xx
