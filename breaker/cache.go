@@ -248,18 +248,17 @@ func (c *Cache) markDirty(batch map[string]Breaker) {
 	}
 }
 
-// Start runs a goroutine that calls Flush every FlushInterval until ctx is
-// done or Stop is called: unlike other components' Start, ctx is the
-// loop's lifetime, so pass one that lasts (context.Background() and Stop,
-// as the app does). Starting a running Cache does nothing. It cannot
-// fail.
+// Start runs a goroutine that calls Flush every FlushInterval until Stop.
+// As for every component, ctx bounds only the start (it keeps ctx's
+// values, not its end): the loop must run until Stop, whose final flush
+// relies on it. Starting a running Cache does nothing. It cannot fail.
 func (c *Cache) Start(ctx context.Context) error {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
 	if c.cancel != nil {
 		return nil
 	}
-	ctx, c.cancel = context.WithCancel(ctx)
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.done = make(chan struct{})
 	go c.loop(ctx, c.done)
 	return nil

@@ -517,8 +517,9 @@ func TestCacheStopFlushes(t *testing.T) {
 	})
 }
 
-// The loop also ends when the context given to Start is done.
-func TestCacheStartContextCancel(t *testing.T) {
+// The loop outlives the context given to Start, like every component's:
+// only Stop ends it.
+func TestCacheLoopOutlivesStartContext(t *testing.T) {
 	mr := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer client.Close()
@@ -526,17 +527,40 @@ func TestCacheStartContextCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCache(t, s, CacheConfig{})
+	c := newCache(t, s, CacheConfig{FlushInterval: time.Millisecond})
+	flushes := make(chan error, 1)
+	c.flushed = func(err error) {
+		select {
+		case flushes <- err:
+		default:
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	done := c.done
 	cancel()
+	// Two flushes: the first may have begun before the cancel.
+	for range 2 {
+		select {
+		case err := <-flushes:
+			if err != nil {
+				t.Fatalf("a flush after Start's context ended failed: %v", err)
+			}
+		case <-done:
+			t.Fatal("the flush loop ended with Start's context")
+		case <-time.After(10 * time.Second):
+			t.Fatal("no flush after Start's context ended")
+		}
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the flush loop outlived its context")
+	default:
+		t.Fatal("Stop returned before the flush loop did")
 	}
 }
 

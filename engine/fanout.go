@@ -127,7 +127,7 @@ func (f *Fanout) Start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	go func() {
-		f.sess.Start(ctx)
+		f.sess.Prepare(ctx)
 		f.run(ctx)
 	}()
 	return nil

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/batch"
 	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/internal/eventsearch"
@@ -172,16 +172,19 @@ type App struct {
 	redriver *deadletter.Redriver
 	dead     *deadletter.Finder
 	events   *eventsearch.Finder
+	metrics  *engine.Metrics
+	sender   *deliver.Sender
+	batches  *batch.Manager
 	fanout   *engine.Fanout
 	delivery *engine.DeliveryStage
+	inbound  *inbound.Service
 	feeds    *feed.Service
 	feedOut  *feed.Writer
 	// feedProducer writes feeds and batch endpoints' dead letters.
 	feedProducer *kgo.Client
-	http         *http.Server
-	httpLn       net.Listener
-	httpDone     chan struct{}
-	public       *listener // the front door's own listener, when PublicAddr is set
+	api          *listener    // the admin API, console, /metrics (and the front door without PublicAddr)
+	public       *listener    // the front door's own listener, when PublicAddr is set
+	feedHandler  http.Handler // the pull feeds' routes, for the public listener
 
 	brokers   []string
 	kafkaOpts []kgo.Opt // TLS and SASL, on every client
@@ -217,8 +220,13 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), adminTokens: tokens}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Start order; App.Stop stops in reverse, so each part stops before
+	// what it leans on.
 	steps := []func(context.Context) error{
-		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startFeeds, a.startStages, a.startHTTP,
+		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startFeeds,
+		a.leaveGroupsOnStop, a.startBreakers, a.startNotifier, a.startHealthReader, a.startSender,
+		a.startBatches, a.startFanout, a.startDelivery, a.startHealthPublisher,
+		a.startIngest, a.startSearch, a.startRedriver, a.startInbound, a.startAPI, a.startPublic,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -292,7 +300,7 @@ func (a *App) Brokers() []string { return a.brokers }
 func (a *App) RedisURL() string { return redisconn.Redact(a.redisURL) }
 
 // HTTPAddr is the address the API listens on.
-func (a *App) HTTPAddr() string { return a.httpLn.Addr().String() }
+func (a *App) HTTPAddr() string { return a.api.Addr() }
 
 // Registry is the Prometheus registry behind /metrics.
 func (a *App) Registry() *prometheus.Registry { return a.registry }

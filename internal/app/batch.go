@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/batch"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
@@ -18,21 +17,19 @@ import (
 // startBatches runs the batch endpoints' runners of the partitions the
 // delivery stage owns. It stops after the stage, whose release of each
 // partition stops that partition's runners first.
-func (a *App) startBatches(ctx context.Context, sender *deliver.Sender, metrics *engine.Metrics) (*batch.Manager, error) {
+func (a *App) startBatches(ctx context.Context) error {
 	m, err := batch.New(batch.Config{
 		Client: a.feedProducer, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Batch,
-		Endpoints: a.store, Sender: sender, Breakers: a.breakers, Watcher: a.feeds.Watcher(),
+		Endpoints: a.store, Sender: a.sender, Breakers: a.breakers, Watcher: a.feeds.Watcher(),
 		DeadLetters: deadLetterWriter{client: a.feedProducer, topic: a.cfg.Topics.Dead},
-		Retry:       a.cfg.Retry, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier, OnDead: metrics.CountDeadLetters,
+		Retry:       a.cfg.Retry, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier, OnDead: a.metrics.CountDeadLetters,
 		Registerer: a.registry, Logger: a.log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := a.run(ctx, m, stopWithin); err != nil {
-		return nil, err
-	}
-	return m, nil
+	a.batches = m
+	return a.run(ctx, m, stopWithin)
 }
 
 // deadLetterWriter produces dead letters keyed by endpoint, as the

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/api"
-	"github.com/laneway/laneway/internal/inbound"
 )
 
 // ServerLimits bound what one HTTP connection may hold, on every listener.
@@ -56,46 +56,59 @@ func (l ServerLimits) server(h http.Handler) *http.Server {
 	}
 }
 
-// listener is one HTTP server on its own address, served by a goroutine
-// that stop waits for.
+// listener is one HTTP server on its own address, a component: Start
+// listens and serves from a goroutine, Stop drains the server's requests
+// within its context and waits for that goroutine.
 type listener struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	name, addr string
+	srv        *http.Server
+	log        *slog.Logger
+	ln         net.Listener
+	done       chan struct{}
 }
 
-// serve listens on addr and serves srv until stop; errors other than the
-// server's own close are logged.
-func (a *App) serve(name, addr string, srv *http.Server) (*listener, error) {
-	ln, err := net.Listen("tcp", addr)
+// listener is a listener for h on addr under the configured limits.
+func (a *App) listener(name, addr string, h http.Handler) *listener {
+	return &listener{name: name, addr: addr, srv: a.cfg.HTTPLimits.server(h), log: a.log}
+}
+
+// Start listens on the address and serves; errors other than the server's
+// own close are logged.
+func (l *listener) Start(context.Context) error {
+	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+		return fmt.Errorf("%s: listen on %s: %w", l.name, l.addr, err)
 	}
-	l := &listener{srv: srv, ln: ln, done: make(chan struct{})}
+	l.ln, l.done = ln, make(chan struct{})
 	go func() {
 		defer close(l.done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("http server stopped", "listener", name, "err", err)
+		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			l.log.Error("http server stopped", "listener", l.name, "err", err)
 		}
 	}()
-	return l, nil
+	return nil
 }
 
-// stop drains the server's requests (10 s at most) and waits for it.
-func (l *listener) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = l.srv.Shutdown(ctx)
+// Stop drains the server's requests within ctx and waits for the server.
+func (l *listener) Stop(ctx context.Context) error {
+	if l.ln == nil {
+		return nil // never listened
+	}
+	err := l.srv.Shutdown(ctx)
 	<-l.done
+	return err
 }
+
+// Addr is the address the listener is bound to.
+func (l *listener) Addr() string { return l.ln.Addr().String() }
 
 // inboundRoutes are the front door's routes on the API listener: all of
 // them, or only the admin ones when the door has a listener of its own.
-func (a *App) inboundRoutes(in *inbound.Service) []api.Route {
+func (a *App) inboundRoutes() []api.Route {
 	if a.cfg.PublicAddr != "" {
-		return in.AdminRoutes()
+		return a.inbound.AdminRoutes()
 	}
-	return in.Routes()
+	return a.inbound.Routes()
 }
 
 // doorSharesAPublicListener reports whether the front door is served on
@@ -111,22 +124,17 @@ func (a *App) doorSharesAPublicListener() bool {
 
 // startPublic serves the inbound front door and the pull feeds alone on
 // PublicAddr: the address a deployment exposes to the internet, while the
-// admin API, the console and /metrics stay on HTTPAddr. It stops before the inbound
-// service (stops run in reverse).
-func (a *App) startPublic(in *inbound.Service, feeds http.Handler) error {
+// admin API, the console and /metrics stay on HTTPAddr. It stops before the
+// inbound service (stops run in reverse).
+func (a *App) startPublic(ctx context.Context) error {
 	if a.cfg.PublicAddr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/feed/", feeds) // pull endpoints' consumers, with their own tokens
-	mux.Handle("/", in.PublicHandler())
-	l, err := a.serve("public", a.cfg.PublicAddr, a.cfg.HTTPLimits.server(mux))
-	if err != nil {
-		return err
-	}
-	a.public = l
-	a.onStop(l.stop)
-	return nil
+	mux.Handle("/v1/feed/", a.feedHandler) // pull endpoints' consumers, with their own tokens
+	mux.Handle("/", a.inbound.PublicHandler())
+	a.public = a.listener("public", a.cfg.PublicAddr, mux)
+	return a.run(ctx, a.public, stopWithin)
 }
 
 // PublicAddr is the address the public front door listens on, or "" when
@@ -135,5 +143,5 @@ func (a *App) PublicAddr() string {
 	if a.public == nil {
 		return ""
 	}
-	return a.public.ln.Addr().String()
+	return a.public.Addr()
 }

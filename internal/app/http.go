@@ -1,14 +1,12 @@
 package app
 
 // The HTTP side: the API and what it serves (ingest, dead-letter search
-// and redrive, inbound), its listener and readiness.
+// and redrive, inbound), and readiness; its listeners are in frontdoor.go.
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -25,9 +23,24 @@ import (
 	"github.com/laneway/laneway/internal/model/topics"
 )
 
-// startDeadLetters prepares dead-letter search and redrive; the redriver
-// stops (saving its jobs' progress) before the producer closes.
-func (a *App) startDeadLetters(ctx context.Context, producer *kgo.Client) error {
+// startIngest opens the producer of POST /v1/events and of redrives; it
+// closes after the API and the redriver stop.
+func (a *App) startIngest(context.Context) error {
+	producer, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.DefaultProduceTopic(a.cfg.Topics.Events),
+	}, a.clientOpts("ingest")...)...)
+	if err != nil {
+		return err
+	}
+	a.producer = producer
+	a.onStop(producer.Close)
+	return nil
+}
+
+// startSearch prepares the API's searches of the dead-letter and events
+// topics, which read time ranges with a client of their own.
+func (a *App) startSearch(context.Context) error {
 	reader, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.brokers...)}, a.clientOpts("dead-search")...)...)
 	if err != nil {
 		return err
@@ -36,8 +49,14 @@ func (a *App) startDeadLetters(ctx context.Context, producer *kgo.Client) error 
 	a.dead = deadletter.NewFinder(reader, a.cfg.Topics.Dead)
 	a.events = eventsearch.New(reader, a.cfg.Topics.Events)
 	a.registerSearchMetrics()
+	return nil
+}
+
+// startRedriver runs redrive jobs; it stops (saving its jobs' progress)
+// before the producer and the search client close.
+func (a *App) startRedriver(ctx context.Context) error {
 	r, err := deadletter.NewRedriver(deadletter.Config{
-		Finder: a.dead, Producer: producer, DeliveriesTopic: a.cfg.Topics.Deliveries, Endpoints: a.store,
+		Finder: a.dead, Producer: a.producer, DeliveriesTopic: a.cfg.Topics.Deliveries, Endpoints: a.store,
 		Redis: a.rdb, MarkerTTL: a.cfg.Topics.DeadRetention, Logger: a.log,
 	})
 	if err != nil {
@@ -48,8 +67,8 @@ func (a *App) startDeadLetters(ctx context.Context, producer *kgo.Client) error 
 }
 
 // startInbound runs the inbound front door (capture at POST /in/{source},
-// the verify stage, replay); it stops after the HTTP server.
-func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
+// the verify stage, replay); it stops after the listeners that serve it.
+func (a *App) startInbound(ctx context.Context) error {
 	in, err := inbound.New(inbound.Config{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Redis: a.rdb,
 		Group: topics.GroupsFor(a.cfg.GroupPrefix).Inbound, InstanceID: a.cfg.InstanceID,
@@ -58,14 +77,15 @@ func (a *App) startInbound(ctx context.Context) (*inbound.Service, error) {
 		RateLimits: a.cfg.InboundRateLimits, RefusedKeepRate: a.cfg.InboundRefusedKeepRate,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := a.run(startCtx, in, stopWithin); err != nil {
-		return nil, fmt.Errorf("inbound: %w", err)
+		return fmt.Errorf("inbound: %w", err)
 	}
-	return in, nil
+	a.inbound = in
+	return nil
 }
 
 // registerSearchMetrics counts the records the searches read, which shows
@@ -90,26 +110,12 @@ func (a *App) registerSearchMetrics() {
 	}
 }
 
-func (a *App) startHTTP(ctx context.Context) error {
-	producer, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(a.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
-		kgo.DefaultProduceTopic(a.cfg.Topics.Events),
-	}, a.clientOpts("ingest")...)...)
-	if err != nil {
-		return err
-	}
-	a.producer = producer
-	a.onStop(producer.Close)
-	if err := a.startDeadLetters(ctx, producer); err != nil {
-		return err
-	}
-	in, err := a.startInbound(ctx)
-	if err != nil {
-		return err
-	}
-	routes, metrics := a.metricsRoutes(append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes(in)...))
+// startAPI serves the admin API, the console, /metrics and, without a
+// PublicAddr, the front door and the pull feeds on HTTPAddr.
+func (a *App) startAPI(ctx context.Context) error {
+	routes, metrics := a.metricsRoutes(append(append(console.Routes(), api.OpenAPIRoute()), a.inboundRoutes()...))
 	srv, err := api.New(api.Config{
-		Endpoints: a.store, Publisher: &publisher{client: producer, topic: a.cfg.Topics.Events},
+		Endpoints: a.store, Publisher: &publisher{client: a.producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
 		Feeds: a.feeds, Routes: routes, Metrics: metrics,
@@ -117,21 +123,9 @@ func (a *App) startHTTP(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
-	}
-	a.httpLn = ln
-	a.http = a.cfg.HTTPLimits.server(srv.Handler())
-	a.httpDone = make(chan struct{})
-	go func() {
-		defer close(a.httpDone)
-		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("http server stopped", "err", err)
-		}
-	}()
-	a.onStop(a.stopHTTP)
-	return a.startPublic(in, srv.FeedHandler())
+	a.feedHandler = srv.FeedHandler()
+	a.api = a.listener("api", a.cfg.HTTPAddr, srv.Handler())
+	return a.run(ctx, a.api, stopWithin)
 }
 
 // metricsRoutes decides how /metrics is served: open (the handler comes
@@ -148,13 +142,6 @@ func (a *App) metricsRoutes(routes []api.Route) ([]api.Route, http.Handler) {
 		" with it; set --public-addr to give the door a listener of its own and keep /metrics open on this one",
 		"addr", a.cfg.HTTPAddr)
 	return append(routes, api.Route{Pattern: "GET /metrics", Handler: metrics}), nil
-}
-
-func (a *App) stopHTTP() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = a.http.Shutdown(ctx)
-	<-a.httpDone
 }
 
 func (a *App) ready(ctx context.Context) error {

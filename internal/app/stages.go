@@ -13,73 +13,80 @@ import (
 )
 
 // The two stages and what they lean on: breakers, the operator notifier,
-// health snapshots, and the batch endpoints' runners.
+// health snapshots, the sender, and the batch endpoints' runners (batch.go).
 
-// startStages starts the fan-out and delivery stages.
-func (a *App) startStages(ctx context.Context) error {
-	a.onStop(a.leaveGroups) // runs after every group client has closed
-	if err := a.startBreakers(); err != nil {
-		return err
-	}
-	if err := a.startNotifier(ctx); err != nil {
-		return err
-	}
-	healthReader, err := health.NewReader(health.Config{Redis: a.rdb, Logger: a.log})
-	if err != nil {
-		return err
-	}
-	a.health = healthReader
-	metrics := engine.NewMetrics(a.registry)
-	fanout, err := engine.NewFanout(engine.FanoutConfig{
-		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
-		Group: topics.GroupsFor(a.cfg.GroupPrefix).Fanout, TransactionalID: topics.GroupsFor(a.cfg.GroupPrefix).Fanout,
-		Subscribers: a.store, Metrics: metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
-		TransactionV2: a.cfg.KafkaTransactionV2,
-	})
-	if err != nil {
-		return err
-	}
+// leaveGroupsOnStop registers leaveGroups for App.Stop, first, so that it
+// runs after every group client has closed.
+func (a *App) leaveGroupsOnStop(context.Context) error {
+	a.onStop(a.leaveGroups)
+	return nil
+}
+
+// startHealthReader prepares reading the endpoints' health snapshots that
+// their owners publish to Redis (for the API and for a new owner).
+func (a *App) startHealthReader(context.Context) error {
+	r, err := health.NewReader(health.Config{Redis: a.rdb, Logger: a.log})
+	a.health = r
+	return err
+}
+
+// startSender prepares the HTTP client of every delivery attempt; it
+// closes after the stages and the batch runners stop.
+func (a *App) startSender(context.Context) error {
 	sender, err := deliver.NewSender(deliver.Config{
 		Timeout: a.cfg.AttemptTimeout, AllowTargets: a.cfg.AllowTargets, Logger: a.log,
 	})
 	if err != nil {
 		return err
 	}
-	a.onStop(sender.Close) // runs after the stages stop: stops run in reverse
-	batches, err := a.startBatches(ctx, sender, metrics)
+	a.sender = sender
+	a.metrics = engine.NewMetrics(a.registry)
+	a.onStop(sender.Close)
+	return nil
+}
+
+// startFanout runs the fan-out stage: events to per-endpoint deliveries.
+func (a *App) startFanout(ctx context.Context) error {
+	groups := topics.GroupsFor(a.cfg.GroupPrefix)
+	fanout, err := engine.NewFanout(engine.FanoutConfig{
+		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
+		Group: groups.Fanout, TransactionalID: groups.Fanout,
+		Subscribers: a.store, Metrics: a.metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
+		TransactionV2: a.cfg.KafkaTransactionV2,
+	})
 	if err != nil {
 		return err
 	}
+	a.fanout = fanout
+	return a.run(ctx, fanout, stopWithin)
+}
+
+// startDelivery runs the delivery stage: the partition owners, their lanes
+// and attempts. It stops first of the two stages.
+func (a *App) startDelivery(ctx context.Context) error {
+	groups := topics.GroupsFor(a.cfg.GroupPrefix)
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
-		Brokers: a.brokers, Topics: a.cfg.Topics, Group: topics.GroupsFor(a.cfg.GroupPrefix).Deliveries,
-		ParkedGroup: topics.GroupsFor(a.cfg.GroupPrefix).Parked,
-		Endpoints:   a.store, Sender: sender, Feed: a.feedOut, Ownership: batches, AttemptTimeout: a.cfg.AttemptTimeout,
+		Brokers: a.brokers, Topics: a.cfg.Topics, Group: groups.Deliveries, ParkedGroup: groups.Parked,
+		Endpoints: a.store, Sender: a.sender, Feed: a.feedOut, Ownership: a.batches, AttemptTimeout: a.cfg.AttemptTimeout,
 		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
-		InstanceID: a.cfg.InstanceID, LoadHealth: healthReader.Load,
+		InstanceID: a.cfg.InstanceID, LoadHealth: a.health.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		LaneBytes: a.cfg.LaneBytes, InstanceBytes: a.cfg.InstanceBytes, MaxInFlight: a.cfg.MaxInFlight,
-		Metrics: metrics, Logger: a.log,
+		Metrics: a.metrics, Logger: a.log,
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})
 	if err != nil {
-		a.stop(fanout, stopWithin) // not started: closes its session
 		return err
 	}
 	a.registry.MustRegister(stage.Collector())
-	a.fanout, a.delivery = fanout, stage
-	if err := a.run(ctx, fanout, stopWithin); err != nil {
-		return err
-	}
-	if err := a.run(ctx, stage, stopWithin); err != nil {
-		return err
-	}
-	return a.startHealthPublisher(ctx, stage)
+	a.delivery = stage
+	return a.run(ctx, stage, stopWithin)
 }
 
 // startHealthPublisher shares this instance's endpoint health through Redis
 // every second; it stops before the stage.
-func (a *App) startHealthPublisher(ctx context.Context, source health.Source) error {
-	p, err := health.NewPublisher(health.Config{Redis: a.rdb, Logger: a.log}, source)
+func (a *App) startHealthPublisher(ctx context.Context) error {
+	p, err := health.NewPublisher(health.Config{Redis: a.rdb, Logger: a.log}, a.delivery)
 	if err != nil {
 		return err
 	}
@@ -89,7 +96,7 @@ func (a *App) startHealthPublisher(ctx context.Context, source health.Source) er
 // startBreakers keeps breaker state in memory for the endpoints this
 // instance owns and flushes it to Redis every second for the next owner;
 // its final flush, when it stops, is bounded by 5s.
-func (a *App) startBreakers() error {
+func (a *App) startBreakers(ctx context.Context) error {
 	store, err := breaker.NewStore(breaker.StoreConfig{Client: a.rdb})
 	if err != nil {
 		return err
@@ -99,9 +106,7 @@ func (a *App) startBreakers() error {
 		return err
 	}
 	a.breakers = cache
-	// Not App.Start's context: the cache flushes until its Start's context
-	// ends (breaker.Cache.Start), and must run until App.Stop.
-	return a.run(context.Background(), cache, 5*time.Second)
+	return a.run(ctx, cache, 5*time.Second)
 }
 
 // startNotifier runs the operator notifications; it stops after the

@@ -288,7 +288,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.inboundBatchBytes.Store(s.maxMessageBytes(ctx))
 	if s.verifier != nil {
-		s.verifier.start()
+		_ = s.verifier.Start(ctx) // cannot fail
 	}
 	s.started.Store(true)
 	return nil
@@ -325,7 +325,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.started.Store(false)
 		_ = s.replays.Stop(ctx) // returns nil
 		if s.verifier != nil {
-			s.verifier.stop()
+			_ = s.verifier.Stop(ctx) // returns nil
 		}
 		_ = s.sources.Stop(ctx) // returns nil
 		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

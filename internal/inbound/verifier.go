@@ -115,22 +115,28 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 	return &verifier{cfg: cfg, sess: sess, done: make(chan struct{}), totals: map[string]int64{}, changed: make(chan struct{})}, nil
 }
 
-func (v *verifier) start() {
+// Start runs the stage until Stop; ctx bounds nothing (the session's
+// preparation runs in the stage's goroutine). It cannot fail.
+func (v *verifier) Start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
 	go func() {
-		v.sess.Start(ctx)
+		v.sess.Prepare(ctx)
 		v.run(ctx)
 	}()
+	return nil
 }
 
-// stop finishes the current transaction, leaves the group and closes.
-func (v *verifier) stop() {
+// Stop finishes the current transaction, leaves the group and closes,
+// waiting for the stage without a bound of its own (ctx is not used). It
+// returns nil.
+func (v *verifier) Stop(context.Context) error {
 	if v.cancel != nil {
 		v.cancel()
 		<-v.done
 	}
 	v.sess.Close()
+	return nil
 }
 
 // idleCommit is how long offsets of polled records that need no

@@ -166,7 +166,7 @@ func open(t *testing.T, b testenv.Backend, topic string, o opts) *Table[item] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(tb.Stop)
+	t.Cleanup(func() { _ = tb.Stop(context.Background()) })
 	return tb
 }
 

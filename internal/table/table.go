@@ -203,11 +203,13 @@ func (t *Table[T]) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the follower, waits for it and closes the client. It may be
-// called more than once, and without Start.
-func (t *Table[T]) Stop() {
+// Stop ends the follower, waits for it and closes the client; ctx is not
+// used (the follower ends at once). It may be called more than once, and
+// without Start. It returns nil.
+func (t *Table[T]) Stop(context.Context) error {
 	t.stopFollower()
 	t.close.Do(t.client.Close)
+	return nil
 }
 
 func (t *Table[T]) stopFollower() {

@@ -89,20 +89,20 @@ func TestStopDrainsTheFollower(t *testing.T) {
 	b := testenv.Kfake(t)
 	topic := newTopic(t, b)
 	tb := started(t, b, topic, opts{})
-	tb.Stop()
+	_ = tb.Stop(context.Background())
 	select {
 	case <-tb.done:
 	default:
 		t.Fatal("Stop returned before the follower")
 	}
-	tb.Stop() // again: no panic, no wait
+	_ = tb.Stop(context.Background()) // again: no panic, no wait
 	if err := tb.Put(context.Background(), item{ID: "a"}); err == nil {
 		t.Fatal("Put after Stop succeeded")
 	}
 	if err := tb.Start(testCtx(t)); err == nil {
 		t.Fatal("a second Start succeeded")
 	}
-	open(t, b, topic, opts{}).Stop() // never started: closes the client
+	_ = open(t, b, topic, opts{}).Stop(context.Background()) // never started: closes the client
 }
 
 // A Start that cannot finish loading (the broker answers no fetch) stops

@@ -55,13 +55,13 @@ func (s *Session) build() error {
 // changes after Renew and MaybeRepair.
 func (s *Session) Current() *kgo.GroupTransactSession { return s.sess }
 
-// Start prepares the session before the loop consumes anything: it fences
+// Prepare readies the session before the loop consumes anything: it fences
 // a crashed predecessor's open transaction (InitProducerId aborts it at
 // once, instead of after the transaction timeout, during which the
 // partitions it wrote to and its offset commits would block every
 // read_committed reader) and settles what the predecessor's last commit
 // left open if the coordinator skipped its markers (Repair.Settle).
-func (s *Session) Start(ctx context.Context) {
+func (s *Session) Prepare(ctx context.Context) {
 	s.fence(ctx)
 	if s.rep.Settle(ctx) {
 		s.rebuild(ctx)

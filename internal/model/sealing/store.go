@@ -50,13 +50,6 @@ func NewStore[T any](cfg StoreConfig, defaultTopic string, tc table.Config[T]) (
 	return &Store[T]{Table: t, ring: cfg.Secrets}, nil
 }
 
-// Stop ends the follower, waits for it and closes the client; ctx is not
-// used. It may be called more than once, and without Start. It returns nil.
-func (s *Store[T]) Stop(context.Context) error {
-	s.Table.Stop()
-	return nil
-}
-
 // Rekey rewrites every record whose secrets are not sealed under the
 // ring's newest key (plaintext ones included), through the table's
 // Update, so a change made meanwhile by another writer is kept. Records
