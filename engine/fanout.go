@@ -65,9 +65,6 @@ type FanoutConfig struct {
 type Fanout struct {
 	cfg  FanoutConfig
 	sess *kafkatxn.Session
-
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // NewFanout builds the stage; Start runs it.
@@ -115,7 +112,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)
 	}
-	return &Fanout{cfg: cfg, sess: sess, done: make(chan struct{})}, nil
+	return &Fanout{cfg: cfg, sess: sess}, nil
 }
 
 // TransactionalID is the Kafka transactional id of this instance's fan-out.
@@ -124,12 +121,7 @@ func (f *Fanout) TransactionalID() string { return f.cfg.TransactionalID + "-" +
 // Start runs the stage in the background until Stop (ctx is not its
 // lifetime, nor used otherwise). It cannot fail.
 func (f *Fanout) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
-	go func() {
-		f.sess.Prepare(ctx)
-		f.run(ctx)
-	}()
+	f.sess.Run(f.run)
 	return nil
 }
 
@@ -137,16 +129,11 @@ func (f *Fanout) Start(context.Context) error {
 // and closes. ctx is not used: Stop waits however long the transaction
 // takes to end. It may be called without Start; it returns nil.
 func (f *Fanout) Stop(context.Context) error {
-	if f.cancel != nil {
-		f.cancel()
-		<-f.done
-	}
-	f.sess.Close()
+	f.sess.Stop()
 	return nil
 }
 
 func (f *Fanout) run(ctx context.Context) {
-	defer close(f.done)
 	for ctx.Err() == nil {
 		fetches := f.sess.Poll(ctx, f.sess.RepairInterval(), 5000, "fanout fetch failed")
 		if ctx.Err() != nil {

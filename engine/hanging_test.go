@@ -21,7 +21,7 @@ import (
 // transaction of the fan-out's producer that its coordinator knows nothing
 // about — and checks that the fan-out closes both, whether they were there
 // before it started (a predecessor's last commit that lost its markers:
-// Session.Start settles them) or appear while it runs (the periodic check):
+// Session.Run settles them first) or appear while it runs (the periodic check):
 // the deliveries become readable (never lost) and the group's offsets
 // stable again. Kafka refuses such writes unless transaction verification
 // is off, so the test turns it off while it makes them.

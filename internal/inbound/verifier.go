@@ -57,9 +57,6 @@ type verifier struct {
 	// error aborts the transaction as a crash there would.
 	beforeEnd func() error
 
-	cancel context.CancelFunc
-	done   chan struct{}
-
 	mu      sync.Mutex
 	totals  map[string]int64 // committed outcomes by status
 	changed chan struct{}    // closed and replaced at every commit
@@ -112,18 +109,13 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbound verifier client: %w", err)
 	}
-	return &verifier{cfg: cfg, sess: sess, done: make(chan struct{}), totals: map[string]int64{}, changed: make(chan struct{})}, nil
+	return &verifier{cfg: cfg, sess: sess, totals: map[string]int64{}, changed: make(chan struct{})}, nil
 }
 
 // Start runs the stage until Stop; ctx bounds nothing (the session's
 // preparation runs in the stage's goroutine). It cannot fail.
 func (v *verifier) Start(context.Context) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	v.cancel = cancel
-	go func() {
-		v.sess.Prepare(ctx)
-		v.run(ctx)
-	}()
+	v.sess.Run(v.run)
 	return nil
 }
 
@@ -131,11 +123,7 @@ func (v *verifier) Start(context.Context) error {
 // waiting for the stage without a bound of its own (ctx is not used). It
 // returns nil.
 func (v *verifier) Stop(context.Context) error {
-	if v.cancel != nil {
-		v.cancel()
-		<-v.done
-	}
-	v.sess.Close()
+	v.sess.Stop()
 	return nil
 }
 
@@ -145,7 +133,6 @@ func (v *verifier) Stop(context.Context) error {
 const idleCommit = time.Second
 
 func (v *verifier) run(ctx context.Context) {
-	defer close(v.done)
 	// uncommitted: records were polled but not committed yet because they
 	// were all outcome records. Each verify transaction's outcomes come
 	// back to us; committing them in a transaction of their own would

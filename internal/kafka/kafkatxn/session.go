@@ -23,6 +23,9 @@ type Session struct {
 
 	sess *kgo.GroupTransactSession
 	rep  *Repair
+
+	cancel context.CancelFunc // ends the loop Run started
+	done   chan struct{}      // closed when that loop has returned
 }
 
 // NewSession builds the session from opts (which must name the
@@ -55,13 +58,38 @@ func (s *Session) build() error {
 // changes after Renew and MaybeRepair.
 func (s *Session) Current() *kgo.GroupTransactSession { return s.sess }
 
-// Prepare readies the session before the loop consumes anything: it fences
+// Run prepares the session and runs loop in a goroutine of its own until
+// Stop: the one shape of Laneway's transactional stages (the fan-out, the
+// inbound verify stage). loop must return once its ctx ends, having
+// finished its current transaction.
+func (s *Session) Run(loop func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		s.prepare(ctx)
+		loop(ctx)
+	}()
+}
+
+// Stop ends the loop Run started, waits for it however long its current
+// transaction takes to end, and closes the client (a static member does not
+// leave). It may be called without Run.
+func (s *Session) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	s.close()
+}
+
+// prepare readies the session before the loop consumes anything: it fences
 // a crashed predecessor's open transaction (InitProducerId aborts it at
 // once, instead of after the transaction timeout, during which the
 // partitions it wrote to and its offset commits would block every
 // read_committed reader) and settles what the predecessor's last commit
 // left open if the coordinator skipped its markers (Repair.Settle).
-func (s *Session) Prepare(ctx context.Context) {
+func (s *Session) prepare(ctx context.Context) {
 	s.fence(ctx)
 	if s.rep.Settle(ctx) {
 		s.rebuild(ctx)
@@ -140,8 +168,7 @@ func Written(recs []*kgo.Record) kadm.TopicsSet {
 // loop that calls it should block.
 func (s *Session) RepairInterval() time.Duration { return s.rep.cfg.Every }
 
-// Close closes the session's client (a static member does not leave).
-func (s *Session) Close() {
+func (s *Session) close() {
 	if s.sess != nil {
 		s.sess.Close()
 	}
