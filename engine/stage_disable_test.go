@@ -15,6 +15,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/deadtopic"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -66,7 +67,7 @@ func TestGoneDisablesTheStatusOnly(t *testing.T) {
 			t.Fatalf("notifier told %+v, want ep-gone disabled once", got)
 		}
 		if len(letters) != 2 {
-			t.Fatalf("dead letters %s, want the two of ep-gone only", describeLetters(letters))
+			t.Fatalf("dead letters %s, want the two of ep-gone only", deadtopic.Describe(letters))
 		}
 	})
 
@@ -306,7 +307,7 @@ func TestFailedDisableDoesNotMisclassifyLaterFailures(t *testing.T) {
 			"evt-gone:ep-1", event.ReasonGone, "evt-2:ep-1", event.ReasonMaxAttempts, "evt-3:ep-1", event.ReasonMaxAttempts))
 		for _, l := range letters {
 			if l.Reason == event.ReasonEndpointDisabled {
-				t.Fatalf("dead letter %s is endpoint_disabled while the endpoint is active: %s", l.ID, describeLetters(letters))
+				t.Fatalf("dead letter %s is endpoint_disabled while the endpoint is active: %s", l.ID, deadtopic.Describe(letters))
 			}
 		}
 		for _, id := range []string{"evt-2", "evt-3"} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/deadtopic"
 )
 
 // TestPausedPushEndpointBacklogExpires pauses a push endpoint and lets its
@@ -45,7 +46,7 @@ func TestPausedPushEndpointBacklogExpires(t *testing.T) {
 		})
 		r.waitParked(t, "ep-paused", n)
 		if got := r.deadLetters(); len(got) != 0 {
-			t.Fatalf("dead letters before max_age passed: %s", describeLetters(got))
+			t.Fatalf("dead letters before max_age passed: %s", deadtopic.Describe(got))
 		}
 
 		// Past max_age, and within the broker's tolerance of timestamps
@@ -53,7 +54,7 @@ func TestPausedPushEndpointBacklogExpires(t *testing.T) {
 		skew.Store(int64(20 * time.Minute))
 		letters := r.waitDeadLetters(time.Minute, "every parked delivery's max_age dead letter", hasLetters(want...))
 		if len(letters) != n {
-			t.Fatalf("dead letters %s, want %d, one per delivery", describeLetters(letters), n)
+			t.Fatalf("dead letters %s, want %d, one per delivery", deadtopic.Describe(letters), n)
 		}
 		if v := s.counter(t, "laneway_dead_letters_total", "reason", event.ReasonMaxAge); v != n {
 			t.Fatalf(`laneway_dead_letters_total{reason="max_age"} = %v, want %d`, v, n)

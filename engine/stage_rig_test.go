@@ -29,6 +29,7 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/deadtopic"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/partition"
@@ -191,35 +192,13 @@ func (r *stageRig) readAll(topic string) []*kgo.Record {
 // deadLetters reads every dead letter written so far.
 func (r *stageRig) deadLetters() []event.DeadLetter {
 	r.t.Helper()
-	var out []event.DeadLetter
-	for _, rec := range r.readAll(r.tops.Dead) {
-		var l event.DeadLetter
-		if err := json.Unmarshal(rec.Value, &l); err != nil {
-			r.t.Errorf("dead letter at %d/%d: %v", rec.Partition, rec.Offset, err)
-		}
-		out = append(out, l)
-	}
-	return out
+	return deadtopic.Read(r.t, r.brokers, r.tops.Dead)
 }
 
 // waitDeadLetters waits until cond holds for the dead letters written.
 func (r *stageRig) waitDeadLetters(within time.Duration, what string, cond func([]event.DeadLetter) bool) []event.DeadLetter {
 	r.t.Helper()
-	var got []event.DeadLetter
-	waitCond(r.t, within, what, func() (bool, string) {
-		got = r.deadLetters()
-		return cond(got), describeLetters(got)
-	})
-	return got
-}
-
-func describeLetters(ls []event.DeadLetter) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d dead letters:", len(ls))
-	for _, l := range ls {
-		fmt.Fprintf(&b, " %s(%s)", l.ID, l.Reason)
-	}
-	return b.String()
+	return deadtopic.Follow(r.t, r.brokers, r.tops.Dead).Until(r.t, within, what, cond)
 }
 
 // stageOpts are what a test changes in a stage's config.

@@ -14,6 +14,7 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/deadtopic"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
@@ -140,8 +141,8 @@ func TestChaosReceiver(t *testing.T) {
 			chaos500: event.ReasonMaxAttempts, chaosHang: event.ReasonMaxAttempts, chaosReset: event.ReasonMaxAttempts,
 			chaosRedirect: event.ReasonMaxAttempts, chaosTooLarge: event.ReasonTooLarge,
 		}
-		dlr := newDeadLetterReader(t, a)
-		dlr.until(t, time.Minute, "the dead letters of 500, hang, reset, 301 and 413", func(dls []event.DeadLetter) bool {
+		dlr := deadtopic.Follow(t, a.Brokers(), a.Topics().Dead)
+		dlr.Until(t, time.Minute, "the dead letters of 500, hang, reset, 301 and 413", func(dls []event.DeadLetter) bool {
 			return len(deadLettersByEntity(dls, ep.ID, dead)) == len(dead)
 		})
 		delivered := []string{chaosOK, chaos429, chaos503Date}
@@ -227,7 +228,7 @@ func TestChaosReceiver(t *testing.T) {
 		}
 
 		// The dead letters: reason, attempts by Laneway's count, last error.
-		letters := deadLettersByEntity(dlr.letters, ep.ID, dead)
+		letters := deadLettersByEntity(dlr.Letters(), ep.ID, dead)
 		lastError := map[string]string{
 			chaos500: "500", chaosHang: timeoutErrorMsg, chaosReset: "", chaosRedirect: "redirects are not followed",
 			chaosTooLarge: "413",
@@ -262,10 +263,10 @@ func TestChaosReceiver(t *testing.T) {
 		// endpoint is disabled.
 		publishTo(t, a.Brokers(), a.Topics().Events, [][]byte{envelope(eventIDOf(chaosGone), "chaos", chaosGone, 1)})
 		dead[chaosGone] = event.ReasonGone
-		dlr.until(t, time.Minute, "the 410's dead letter", func(dls []event.DeadLetter) bool {
+		dlr.Until(t, time.Minute, "the 410's dead letter", func(dls []event.DeadLetter) bool {
 			return len(deadLettersByEntity(dls, ep.ID, dead)) == len(dead)
 		})
-		if dl := deadLettersByEntity(dlr.letters, ep.ID, dead)[chaosGone]; dl.Delivery == nil || dl.Delivery.Attempts != 1 ||
+		if dl := deadLettersByEntity(dlr.Letters(), ep.ID, dead)[chaosGone]; dl.Delivery == nil || dl.Delivery.Attempts != 1 ||
 			!strings.Contains(dl.Delivery.LastError, "410") {
 			t.Errorf("%s: dead letter %+v, want 1 attempt and the 410 as last error", chaosGone, dl.Delivery)
 		}
@@ -276,13 +277,13 @@ func TestChaosReceiver(t *testing.T) {
 		// keyed by endpoint id, so all of them sit in one partition in
 		// write order, and the 410's was written last.
 		var mine []event.DeadLetter
-		for _, dl := range dlr.letters {
+		for _, dl := range dlr.Letters() {
 			if dl.EndpointID == ep.ID {
 				mine = append(mine, dl)
 			}
 		}
 		if len(mine) != len(dead) {
-			t.Errorf("%d dead letters for the endpoint, want %d: %s", len(mine), len(dead), describeDeadLetters(mine))
+			t.Errorf("%d dead letters for the endpoint, want %d: %s", len(mine), len(dead), deadtopic.Describe(mine))
 		}
 		if moved := rc.Requests(func(rq fleet.Request) bool { return rq.Path == "/moved" }); len(moved) != 0 {
 			t.Errorf("the redirect target was contacted %d times", len(moved))

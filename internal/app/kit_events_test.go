@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/deadtopic"
 )
 
 // envelope is an order.updated event of entity at revision.
@@ -92,52 +92,12 @@ func publishEvents(t *testing.T, a *app.App, n, entities int, subs []subscriptio
 	return expected
 }
 
-// deadLetterReader follows a dead-letter topic from its start.
-type deadLetterReader struct {
-	cl      *kgo.Client
-	letters []event.DeadLetter
-}
-
-func newDeadLetterReader(t *testing.T, a *app.App) *deadLetterReader {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...), kgo.ConsumeTopics(a.Topics().Dead),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return &deadLetterReader{cl: cl}
-}
-
-// until reads dead letters until done holds for everything read so far.
-func (d *deadLetterReader) until(t *testing.T, timeout time.Duration, what string, done func([]event.DeadLetter) bool) []event.DeadLetter {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for !done(d.letters) {
-		fetches := d.cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("timed out after %v waiting for %s; dead letters so far: %s", timeout, what, describeDeadLetters(d.letters))
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			var dl event.DeadLetter
-			if err := json.Unmarshal(r.Value, &dl); err != nil {
-				t.Errorf("undecodable dead letter at offset %d: %v", r.Offset, err)
-				return
-			}
-			d.letters = append(d.letters, dl)
-		})
-	}
-	return d.letters
-}
-
 // readDeadLetters reads a's dead-letter topic until match has seen want
 // letters or a minute passes, and returns the matching ones.
 func readDeadLetters(t *testing.T, a *app.App, want int, match func(event.DeadLetter) bool) []event.DeadLetter {
 	t.Helper()
 	var out []event.DeadLetter
-	newDeadLetterReader(t, a).until(t, time.Minute, fmt.Sprintf("%d matching dead letters", want), func(dls []event.DeadLetter) bool {
+	deadtopic.Follow(t, a.Brokers(), a.Topics().Dead).Until(t, time.Minute, fmt.Sprintf("%d matching dead letters", want), func(dls []event.DeadLetter) bool {
 		out = out[:0]
 		for _, dl := range dls {
 			if match(dl) {
@@ -147,18 +107,6 @@ func readDeadLetters(t *testing.T, a *app.App, want int, match func(event.DeadLe
 		return len(out) >= want
 	})
 	return out
-}
-
-func describeDeadLetters(dls []event.DeadLetter) string {
-	var parts []string
-	for _, dl := range dls {
-		entity, attempts := "", 0
-		if dl.Delivery != nil {
-			entity, attempts = dl.Delivery.Entity, dl.Delivery.Attempts
-		}
-		parts = append(parts, fmt.Sprintf("{%s %s attempts=%d %q}", entity, dl.Reason, attempts, dl.Detail))
-	}
-	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // recordsIn counts the offsets topic holds (records, and transaction

@@ -9,7 +9,7 @@ package app_test
 //	                       API (apiClient, endpoint status, dead letters and
 //	                       redrives through the API)
 //	kit_events_test.go     events in (envelope, publishTo, publish,
-//	                       publishEvents) and dead letters out (deadLetterReader)
+//	                       publishEvents) and dead letters out (readDeadLetters)
 //	kit_receivers_test.go  the receivers (internal/testkit/fleet): a fleet's
 //	                       subscriptions and the checks of what it received,
 //	                       and a Recorder, which records failed requests too
