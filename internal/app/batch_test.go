@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,75 +19,34 @@ import (
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/receiver"
-	"github.com/laneway/laneway/signing"
 )
 
-// batchReceiver takes batches: 413 above a body limit, 503 for its first
-// failures, 2xx after; it keeps what it accepted, in order.
-type batchReceiver struct {
-	t        *testing.T
-	srv      *httptest.Server
-	secret   atomic.Value // string
-	limit    atomic.Int64
-	failures atomic.Int64
-
-	changed chan struct{} // a request was answered
-
-	mu       sync.Mutex
-	accepted [][]receiver.FeedEvent
-	tooLarge int
-	bad      int
+// startBatchReceiver serves a fleet.BatchReceiver that answers 413 above
+// limit bytes and 503 to its first failures batches, and returns it with
+// its URL.
+func startBatchReceiver(t *testing.T, limit, failures int) (*fleet.BatchReceiver, string) {
+	recv := fleet.NewBatchReceiver(fleet.BatchConfig{Limit: limit, Failures: failures})
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	return recv, srv.URL
 }
 
-func newBatchReceiver(t *testing.T, limit int64, failures int64) *batchReceiver {
-	r := &batchReceiver{t: t, changed: make(chan struct{}, 1)}
-	r.limit.Store(limit)
-	r.failures.Store(failures)
-	r.secret.Store("")
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *batchReceiver) serve(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer func() {
+// waitBatches checks cond after each answer of recv until it holds.
+func waitBatches(t *testing.T, recv *fleet.BatchReceiver, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for !cond() {
 		select {
-		case r.changed <- struct{}{}:
-		default:
+		case <-recv.Changed():
+		case <-deadline.C:
+			t.Fatalf("timed out after %s waiting for %s (receiver: %d batches accepted, %+v)",
+				within, what, len(recv.Accepted()), recv.Stats())
 		}
-	}()
-	if err := signing.Verify(req.Header, body, []string{r.secret.Load().(string)}, time.Minute, time.Now()); err != nil {
-		r.bad++
-		w.WriteHeader(http.StatusUnauthorized)
-		return
 	}
-	if int64(len(body)) > r.limit.Load() {
-		r.tooLarge++
-		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		return
-	}
-	if r.failures.Add(-1) >= 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	var b struct{ Batch []receiver.FeedEvent }
-	if err := json.Unmarshal(body, &b); err != nil || len(b.Batch) == 0 {
-		r.bad++
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	r.accepted = append(r.accepted, b.Batch)
-}
-
-func (r *batchReceiver) snapshot() (batches [][]receiver.FeedEvent, tooLarge, bad int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([][]receiver.FeedEvent(nil), r.accepted...), r.tooLarge, r.bad
 }
 
 // A batch endpoint gets its events in signed batches of at most
@@ -100,12 +56,12 @@ func (r *batchReceiver) snapshot() (batches [][]receiver.FeedEvent, tooLarge, ba
 // back under it (issue #17).
 func TestBatchEndpointDeliversInSequenceOrder(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		recv := newBatchReceiver(t, 3000, 2)
+		recv, recvURL := startBatchReceiver(t, 3000, 2)
 		a := startApp(t, b, nil)
 		api := newAPI(t, a.HTTPAddr())
-		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
+		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recvURL,
 			"batch": map[string]any{"max_events": 5, "max_wait_ms": 20}})
-		recv.secret.Store(ep.Secret)
+		recv.SetEndpoint(ep.ID, ep.Secret)
 		const events = 40
 		big := 17 // this event alone is above the receiver's limit
 		for i := range events {
@@ -123,27 +79,26 @@ func TestBatchEndpointDeliversInSequenceOrder(t *testing.T) {
 		if l := letters[0]; l.Reason != event.ReasonTooLarge || l.Delivery == nil || l.Delivery.Sequence == 0 {
 			t.Fatalf("dead letter %+v: want payload_too_large with its sequence", l)
 		}
-		recv.waitFor(time.Minute, "every other event accepted", func() bool {
-			batches, _, _ := recv.snapshot()
+		waitBatches(t, recv, time.Minute, "every other event accepted", func() bool {
 			n := 0
-			for _, b := range batches {
+			for _, b := range recv.Accepted() {
 				n += len(b)
 			}
 			return n >= events-1
 		})
-		batches, tooLarge, bad := recv.snapshot()
-		if bad > 0 || tooLarge == 0 {
-			t.Fatalf("%d bad requests, %d refused as too large", bad, tooLarge)
+		batches, st := recv.Accepted(), recv.Stats()
+		if st.Bad > 0 || st.TooLarge == 0 {
+			t.Fatalf("%d bad requests (%s), %d refused as too large", st.Bad, st.BadDetail, st.TooLarge)
 		}
 		checkBatchOrder(t, batches, 5)
-		t.Logf("%d batches accepted, %d refused as too large, 2 failed with 503", len(batches), tooLarge)
+		t.Logf("%d batches accepted, %d refused as too large, %d failed with 503", len(batches), st.TooLarge, st.Failed)
 
 		// Redriven with the limit raised, it comes back under its sequence.
-		recv.limit.Store(1 << 20)
+		recv.SetLimit(1 << 20)
 		startRedrive(t, api, ep.ID)
 		want := letters[0].Delivery.Sequence
-		recv.waitFor(time.Minute, "the redriven event", func() bool {
-			batches, _, _ := recv.snapshot()
+		waitBatches(t, recv, time.Minute, "the redriven event", func() bool {
+			batches := recv.Accepted()
 			last := batches[len(batches)-1]
 			return last[len(last)-1].Sequence == want
 		})
@@ -172,33 +127,17 @@ func checkBatchOrder(t *testing.T, batches [][]receiver.FeedEvent, maxEvents int
 	}
 }
 
-// waitFor checks cond after each answer of the receiver until it holds.
-func (r *batchReceiver) waitFor(within time.Duration, what string, cond func() bool) {
-	r.t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-r.changed:
-		case <-deadline.C:
-			batches, tooLarge, bad := r.snapshot()
-			r.t.Fatalf("timed out after %s waiting for %s (receiver: %d batches accepted, %d too large, %d bad, %d failures left)",
-				within, what, len(batches), tooLarge, bad, r.failures.Load())
-		}
-	}
-}
-
 // A batch endpoint deleted while its receiver fails leaves nothing behind:
 // every event of its backlog becomes a dead letter (endpoint_deleted),
 // then its topic is deleted.
 func TestDeletedBatchEndpointDrainsIntoDeadLetters(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		recv := newBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
+		recv, recvURL := startBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
 		a := startApp(t, b, nil)
 		api := newAPI(t, a.HTTPAddr())
-		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
+		ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recvURL,
 			"batch": map[string]any{"max_events": 5, "max_wait_ms": 1}})
-		recv.secret.Store(ep.Secret)
+		recv.SetEndpoint(ep.ID, ep.Secret)
 		const events = 12
 		for i := range int(events) {
 			code, out := api.do("POST", "/v1/events", map[string]any{"type": "order.updated", "tenant": "acme",
@@ -210,7 +149,7 @@ func TestDeletedBatchEndpointDrainsIntoDeadLetters(t *testing.T) {
 		// Every event must be in the backlog first: an event the fan-out
 		// meets after the delete is for no endpoint, and owes it nothing.
 		waitBacklog(t, api, ep.ID, events)
-		recv.waitFor(2*time.Minute, "a failed batch", func() bool { return recv.failures.Load() < 1<<30 })
+		waitBatches(t, recv, 2*time.Minute, "a failed batch", func() bool { return recv.Stats().Failed > 0 })
 		if code, out := api.do("DELETE", "/v1/endpoints/"+ep.ID, nil); code != http.StatusNoContent {
 			t.Fatalf("delete: %d %s", code, out)
 		}
@@ -285,16 +224,16 @@ func waitBacklog(t *testing.T, api apiClient, id string, n int64) {
 // old age: max_age holds whatever the pause, so the topic's retention
 // (longer) never drops an event without its dead letter.
 func TestPausedBatchEndpointBacklogExpires(t *testing.T) {
-	recv := newBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
+	recv, recvURL := startBatchReceiver(t, 1<<20, 1<<30) // answers 503, always
 	a := startApp(t, testenv.Embedded, func(c *app.Config) {
 		// max_age must leave the fan-out and the lane time to append the
 		// events first (seconds on a loaded machine), or they die in the lane.
 		c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 1000, MaxAge: 15 * time.Second}
 	})
 	api := newAPI(t, a.HTTPAddr())
-	ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recv.srv.URL,
+	ep := api.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": recvURL,
 		"batch": map[string]any{"max_events": 2, "max_wait_ms": 1}})
-	recv.secret.Store(ep.Secret)
+	recv.SetEndpoint(ep.ID, ep.Secret)
 	for i := range 4 {
 		code, out := api.do("POST", "/v1/events", map[string]any{"type": "order.updated", "tenant": "acme",
 			"entity": "order:1", "revision": i + 1, "data": map[string]int{"i": i}})
@@ -308,14 +247,14 @@ func TestPausedBatchEndpointBacklogExpires(t *testing.T) {
 	}
 	// The store applies the pause at once; a batch already on its way may
 	// still end, none may start after it.
-	sentAtPause := (1 << 30) - recv.failures.Load()
+	sentAtPause := recv.Stats().Requests
 	letters := waitDeadLetters(t, api, ep.ID, 4)
 	for _, l := range letters {
 		if l.Reason != event.ReasonMaxAge || l.Delivery == nil || l.Delivery.Sequence == 0 {
 			t.Errorf("dead letter %s: reason %s, delivery %+v; want max_age with its sequence", l.ID, l.Reason, l.Delivery)
 		}
 	}
-	if sent := (1 << 30) - recv.failures.Load(); sent > sentAtPause+1 {
+	if sent := recv.Stats().Requests; sent > sentAtPause+1 {
 		t.Errorf("%d batches sent after the pause", sent-sentAtPause)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -65,8 +66,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	srvA, srvB := httptest.NewServer(recvA), httptest.NewServer(recvB)
 	t.Cleanup(srvA.Close)
 	t.Cleanup(srvB.Close)
-	// The batch endpoint's receiver accepts every batch and keeps them.
-	recvBatch := &batchReceiver{}
+	// The batch endpoint's receiver verifies and accepts every batch, and
+	// keeps them.
+	recvBatch := fleet.NewBatchReceiver(fleet.BatchConfig{Limit: 1 << 20})
 	srvBatch := httptest.NewServer(recvBatch)
 	t.Cleanup(srvBatch.Close)
 
@@ -80,8 +82,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A batch endpoint whose batch of two waits a minute to fill: both
 	// events are appended to its feed and none sent until it is paused,
 	// which holds them.
-	epBatch := c.createEndpoint(map[string]any{"tenant": "acme", "mode": "batch", "url": srvBatch.URL + "/batches",
+	epBatch, batchSecret := c.createEndpointSecret(map[string]any{"tenant": "acme", "mode": "batch", "url": srvBatch.URL + "/batches",
 		"batch": map[string]any{"max_events": 10, "max_bytes": 65536, "max_wait_ms": 60000}})
+	recvBatch.SetEndpoint(epBatch, batchSecret)
 	c.publish(map[string]any{"id": "evt-console-1", "type": "order.updated", "tenant": "acme", "entity": "order:1", "revision": 1, "data": map[string]any{"status": "paid"}})
 	c.publish(map[string]any{"id": "evt-console-2", "type": "customer.created", "tenant": "acme", "entity": "customer:9", "revision": 1, "data": map[string]any{"name": "Ada"}})
 
@@ -318,7 +321,7 @@ func feedSteps(b *browser, c client, id string) {
 // Then the batch's wait is cut to nothing (0, kept as 1 ms) and the page's
 // Resume button sends the batch: the page shows the new wait and
 // everything sent, up to the feed's end, and the endpoints table the same.
-func batchSteps(b *browser, c client, id, target string, recv *batchReceiver, unsent feedView) {
+func batchSteps(b *browser, c client, id, target string, recv *fleet.BatchReceiver, unsent feedView) {
 	c.t.Helper()
 	b.do("open the batch endpoint",
 		chromedp.Navigate(c.base+"/#/endpoints/"+id),
@@ -341,8 +344,8 @@ func batchSteps(b *browser, c client, id, target string, recv *batchReceiver, un
 			`document.getElementById('endpoint-health').textContent.includes('appended to the feed')`,
 		unsent.AckedCursor, "URL"+target))
 	b.shot("08c-batch-paused")
-	if got := recv.received(); len(got) != 0 {
-		c.t.Fatalf("the paused batch endpoint sent %v", got)
+	if st := recv.Stats(); st.Requests != 0 {
+		c.t.Fatalf("the paused batch endpoint sent %d batches: %+v", st.Requests, st)
 	}
 
 	if code, out := c.do(http.MethodPatch, "/v1/endpoints/"+id, map[string]any{"batch": map[string]any{"max_wait_ms": 0}}); code != http.StatusOK {
@@ -358,7 +361,10 @@ func batchSteps(b *browser, c client, id, target string, recv *batchReceiver, un
 			`!document.getElementById('endpoint-feed-note').textContent.includes('Paused')`,
 		unsent.EndCursor))
 	b.shot("08d-batch-sent")
-	got := recv.received()
+	if st := recv.Stats(); st.Requests != 1 || st.Bad != 0 {
+		c.t.Fatalf("the batch receiver took %d requests, %d bad (%s), want one good one", st.Requests, st.Bad, st.BadDetail)
+	}
+	got := recv.Accepted()
 	if len(got) != 1 || len(got[0]) != 2 || got[0][0].Sequence != 1 || got[0][1].Sequence != 2 ||
 		got[0][0].ID == got[0][1].ID || !strings.HasPrefix(got[0][0].ID, "evt-console-") || !strings.HasPrefix(got[0][1].ID, "evt-console-") {
 		c.t.Fatalf("the batch receiver got %+v, want one batch of both events, sequences 1 and 2", got)
@@ -623,38 +629,6 @@ func (r *receiver) count(eventID string) int {
 	return r.accepted[eventID]
 }
 
-// batchReceiver accepts every batch and keeps its events' sequences and
-// ids, batch by batch, in the order they came.
-type batchReceiver struct {
-	mu      sync.Mutex
-	batches [][]batchItem
-}
-
-type batchItem struct {
-	Sequence int64  `json:"sequence"`
-	ID       string `json:"id"`
-}
-
-func (r *batchReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	var body struct {
-		Batch []batchItem `json:"batch"`
-	}
-	if err := json.NewDecoder(req.Body).Decode(&body); err != nil || len(body.Batch) == 0 {
-		http.Error(w, "not a batch", http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	r.batches = append(r.batches, body.Batch)
-	r.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (r *batchReceiver) received() [][]batchItem {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([][]batchItem(nil), r.batches...)
-}
-
 // client calls the API with the admin token.
 type client struct {
 	t    *testing.T
@@ -702,12 +676,20 @@ func (c client) getJSON(path string, v any) {
 
 func (c client) createEndpoint(body map[string]any) string {
 	c.t.Helper()
+	id, _ := c.createEndpointSecret(body)
+	return id
+}
+
+// createEndpointSecret creates an endpoint and returns its id and
+// signing secret.
+func (c client) createEndpointSecret(body map[string]any) (id, secret string) {
+	c.t.Helper()
 	code, out := c.do(http.MethodPost, "/v1/endpoints", body)
-	var ep struct{ ID string }
+	var ep struct{ ID, Secret string }
 	if code != http.StatusCreated || json.Unmarshal(out, &ep) != nil || ep.ID == "" {
 		c.t.Fatalf("create endpoint: %d %s", code, out)
 	}
-	return ep.ID
+	return ep.ID, ep.Secret
 }
 
 func (c client) publish(env map[string]any) {

@@ -1,17 +1,13 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,9 +16,9 @@ import (
 	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/receiver"
-	"github.com/laneway/laneway/signing"
 )
 
 // The batch test's scale: two batch endpoints (a tenant each) getting
@@ -90,43 +86,6 @@ func TestBatchCheck(t *testing.T) {
 	}
 }
 
-// TestBatchReceiver makes sure the receiver refuses and counts what it
-// must: a bad signature or webhook-id, a body above its limit, a request
-// arriving while another is in flight; and tells a retry under the failed
-// batch's webhook-id from one under another.
-func TestBatchReceiver(t *testing.T) {
-	const secret = "whsec_c2VjcmV0LWtleS1vZi10aGUtdGVzdA=="
-	br := NewBatchReceiver(400, 0, 0, 1)
-	br.SetEndpoint("ep", secret)
-	send := func(id, sig string, evs ...receiver.FeedEvent) int {
-		body, _ := json.Marshal(map[string]any{"batch": evs})
-		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-		h, err := signing.Headers(id, time.Now(), body, []string{sig})
-		if err != nil {
-			t.Fatal(err)
-		}
-		maps.Copy(req.Header, h)
-		w := httptest.NewRecorder()
-		br.ServeHTTP(w, req)
-		return w.Code
-	}
-	a, b := feedEvent(1, "a", "x", 1), feedEvent(2, "b", "x", 2)
-	big := feedEvent(3, strings.Repeat("c", 400), "x", 3)
-	other := "whsec_b3RoZXIta2V5"
-	br.FailRate = 1
-	codes := []int{send("batch_ep_1_2", secret, a, b)}
-	br.FailRate = 0
-	codes = append(codes, send("batch_ep_1_2", secret, a, b), send("batch_ep_1_1", secret, a, b), send("batch_ep_1_2", other, a, b),
-		send("batch_ep_3_3", secret, big))
-	br.inFlight.Add(1) // another request in flight
-	codes = append(codes, send("batch_ep_1_1", secret, a))
-	want := []int{http.StatusServiceUnavailable, http.StatusOK, http.StatusBadRequest, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusOK}
-	st := br.Stats()
-	if !slices.Equal(codes, want) || st.Bad != 2 || st.Overlaps != 1 || st.Retried != 1 || st.RetriedOther != 0 || st.Largest != 2 || len(br.Accepted()) != 2 {
-		t.Fatalf("answers %v, want %v; stats %+v", codes, want, st)
-	}
-}
-
 // TestBatchEndpointsAcrossFaults is issue #17's real-broker test of batch
 // endpoints: "order holds across retries, 413 splits and a kill -9".
 // Three `laneway serve` processes share the groups and topics; two batch
@@ -181,7 +140,7 @@ type batchRun struct {
 // batchEndpoint is one batch endpoint of the run.
 type batchEndpoint struct {
 	id   string
-	recv *BatchReceiver
+	recv *fleet.BatchReceiver
 	pub  *FeedPublisher
 	big  FeedPublished // its oversized event, once published
 }
@@ -220,7 +179,7 @@ func (r *batchRun) api(addr string) *client.Client {
 // publisher, and waits until every instance knows the endpoint (one that
 // did not would fan its tenant's events out to nobody).
 func (r *batchRun) createEndpoint(ctx context.Context, i int) {
-	recv := NewBatchReceiver(batchBodyLimit, batchFailRate, batchHold, r.seed+uint64(i))
+	recv := fleet.NewBatchReceiver(fleet.BatchConfig{Limit: batchBodyLimit, FailRate: batchFailRate, Hold: batchHold, Seed: r.seed + uint64(i)})
 	srv := httptest.NewServer(recv)
 	r.t.Cleanup(srv.Close)
 	tenant := fmt.Sprintf("%s-b%d", r.prefix, i)

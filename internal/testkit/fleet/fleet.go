@@ -3,7 +3,9 @@
 // n: it verifies every signature with the official Standard Webhooks
 // library, measures each endpoint's concurrency and records the deliveries
 // it accepted, in order. A Recorder serves any path and records every
-// request, failed and abandoned ones included, with its answer and end.
+// request, failed and abandoned ones included, with its answer and end. A
+// BatchReceiver plays one batch endpoint: it verifies each batch, refuses
+// and fails batches as told, and keeps the batches it accepted, in order.
 package fleet
 
 import (
