@@ -26,7 +26,9 @@
 //
 //	stage_rig_test.go  the delivery stage's rig: kfake or the real broker, fakes, a recording receiver
 //	stage_*_test.go    the delivery stage, one concern a file: backpressure, breakers, bytes, disable,
-//	                   feed, parked progress, slots, stop, thin payloads
+//	                   expiry (a paused backlog past max_age), feed, fencing (a zombie's commit, a
+//	                   lost partition), parked progress, slots, stop, thin payloads
+//	workers_test.go    the attempt goroutines: reused, and drained on stop
 //	events_test.go     the stage's events (the log tests wait on)
 //	hanging_test.go    the fan-out repairing hanging transactions, on the real broker
 //	hotpath_test.go    the per-delivery work without Kafka or a network: allocations and a benchmark

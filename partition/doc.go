@@ -30,4 +30,11 @@
 //	slots.go      the instance's cap on attempts in flight (SlotPool)
 //	stats.go      per-endpoint gauges and health snapshots
 //	effects.go    the Effects the driver carries out, and their requests
+//	bug_off.go    reintroduceCopyBug, false in every real build
+//	bug_on.go     the same, true under the simbug build tag: brings back the bug that started
+//	              the simulator, so that go test -tags simbug ./partition/sim shows it is found
+//
+// And its tests, beside the files they test: lane_test.go, outbox_test.go,
+// progress_test.go, slots_test.go, stats_test.go, tracker_test.go. The
+// Owner as a whole is tested by the simulator, package sim.
 package partition
