@@ -173,7 +173,9 @@ type EndpointGauge struct {
 	OldestAge   float64 // seconds, parked backlog included
 	Parked      int
 	BreakerOpen bool
-	// Healthy: keeps up by itself (not parked, not paused, breaker closed).
+	// Healthy: the endpoint is keeping up (active, not paused, not parked,
+	// breaker closed), so its lag is the platform's; the gauge
+	// laneway_healthy_oldest_pending_age_seconds is over these.
 	Healthy bool
 	// ParkedAge is the age of the oldest parked record not yet read back,
 	// in seconds (0 without one): compared with the parked topic's

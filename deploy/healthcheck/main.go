@@ -1,6 +1,6 @@
-// Command laneway-healthcheck is the container image's probe. The runtime
-// image (distroless static) has no shell, curl or wget, so a Compose or
-// Docker healthcheck runs this instead:
+// Command laneway-healthcheck is the container image's readiness check.
+// The runtime image (distroless static) has no shell, curl or wget, so a
+// Compose or Docker healthcheck runs this instead:
 //
 //	laneway-healthcheck [URL]
 //

@@ -1,7 +1,8 @@
 // Package api is Laneway's HTTP API: endpoint management under /v1/endpoints
 // (pause, resume, secret rotation and reveal included), event ingest at
 // POST /v1/events, dead-letter search and redrive under /v1/dead and
-// /v1/redrives, and the unauthenticated probes /healthz, /readyz and /metrics.
+// /v1/redrives, and, unauthenticated, /healthz (liveness), /readyz
+// (readiness) and /metrics.
 //
 // The package holds no state of its own. Endpoint config lives behind an
 // EndpointStore (the compacted laneway.endpoints topic), accepted events go to
@@ -122,8 +123,9 @@ type Config struct {
 	// route answers 501.
 	Events EventFinder
 
-	// Health reads endpoint health snapshots for GET /v1/endpoints and
-	// GET /v1/health. Default: nil, endpoints are shown without health.
+	// Health reads endpoint health snapshots for GET /v1/endpoints and the
+	// capacity figures of GET /v1/health. Default: nil, endpoints are
+	// shown without health.
 	Health HealthReader
 
 	// Feeds serves pull endpoints' feeds under /v1/feed/{id} (read with a
@@ -322,8 +324,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.ready(r.Context()); err != nil {
-		// The probe is unauthenticated: the cause (hosts, addresses) goes
-		// to the log only.
+		// Readiness is answered unauthenticated: the cause (hosts,
+		// addresses) goes to the log only.
 		s.logger.WarnContext(r.Context(), "api: not ready", "error", err)
 		httpjson.Write(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "not ready"})
 		return

@@ -47,9 +47,9 @@ func (s *Server) withHealth(ctx context.Context, eps []wire.Endpoint) []wire.End
 
 // addHealth is withHealth, answering as well the oldest pending age of
 // each endpoint's lane alone (0 without health), before a feed consumer's
-// or a batch receiver's backlog is added: the platform's healthy figure
-// reads it, since a consumer's own pace says nothing about the platform's
-// capacity.
+// or a batch receiver's backlog is added: the capacity figures' age over
+// the endpoints keeping up reads it, since a consumer's own pace says
+// nothing about the platform's capacity.
 func (s *Server) addHealth(ctx context.Context, eps []wire.Endpoint) (laneAges []float64) {
 	laneAges = make([]float64, len(eps))
 	if s.health == nil || len(eps) == 0 {
@@ -94,8 +94,8 @@ func sortByOldestPending(eps []wire.Endpoint) {
 	})
 }
 
-// platformHealth answers GET /v1/health: the figures that tell one slow
-// customer from a platform short of capacity.
+// platformHealth answers GET /v1/health with the capacity figures, which
+// tell one slow customer from a platform short of capacity.
 func (s *Server) platformHealth(w http.ResponseWriter, r *http.Request) {
 	if s.health == nil {
 		httpjson.Error(w, http.StatusNotImplemented, "health is not configured")

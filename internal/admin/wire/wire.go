@@ -107,14 +107,14 @@ type FeedPosition struct {
 	OldestUnackedAgeSeconds float64 `json:"oldest_unacked_age_seconds"`
 }
 
-// PlatformHealth is GET /v1/health: the figures that tell one slow
-// customer from a platform short of capacity.
+// PlatformHealth is GET /v1/health: the capacity figures, which tell one
+// slow customer from a platform short of capacity.
 type PlatformHealth struct {
 	// OldestPendingAgeSeconds is over every endpoint.
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
-	// HealthyOldestPendingAgeSeconds is over endpoints that keep up by
-	// themselves (active, not paused, not parked, breaker closed): it
-	// grows only when the platform itself lacks capacity.
+	// HealthyOldestPendingAgeSeconds is over the endpoints keeping up
+	// (active, not paused, not parked, breaker closed): it grows only when
+	// the platform itself lacks capacity.
 	HealthyOldestPendingAgeSeconds float64 `json:"healthy_oldest_pending_age_seconds"`
 	MostBehindEndpointID           string  `json:"most_behind_endpoint_id"`
 	Endpoints                      struct {
