@@ -156,10 +156,11 @@ type DeliveryConfig struct {
 	// Metrics; nil disables them.
 	Metrics *Metrics
 	// OnEvent, when set, is told what the stage did: partitions assigned
-	// and released, commits, lanes parked and unparked; for tests and
-	// tools that wait on what happened instead of polling metrics. It is
-	// called synchronously, some calls under a partition's lock: it must
-	// return quickly and not call the stage. Default nil.
+	// and released, commits, lanes parked and unparked, attempts, breakers
+	// opened and closed; for tests and tools that wait on what happened
+	// instead of polling metrics. It is called synchronously, some calls
+	// under a partition's lock: it must return quickly and not call the
+	// stage (see Event). Default nil.
 	OnEvent func(Event)
 	// Logger. Default slog.Default().
 	Logger *slog.Logger

@@ -18,7 +18,7 @@
 //	commit.go          the deliveries watermark with the parked progress, in one fenced commit
 //	collector.go       per-endpoint and per-partition gauges, read at scrape time
 //	metrics.go         the stage's counters and histograms
-//	events.go          what the stage did, told to DeliveryConfig.OnEvent (tests wait on it)
+//	events.go          what the stages did, told to DeliveryConfig.OnEvent and FanoutConfig.OnEvent
 //	fdlimit_*.go       the default cap on attempts in flight, from the file-descriptor limit
 //	util.go            DefaultInstanceID (the hostname)
 //
@@ -29,7 +29,7 @@
 //	                   expiry (a paused backlog past max_age), feed, fencing (a zombie's commit, a
 //	                   lost partition), parked progress, slots, stop, thin payloads
 //	workers_test.go    the attempt goroutines: reused, and drained on stop
-//	events_test.go     the stage's events (the log tests wait on)
+//	events_test.go     the stages' events (the log tests wait on)
 //	hanging_test.go    the fan-out repairing hanging transactions, on the real broker
 //	hotpath_test.go    the per-delivery work without Kafka or a network: allocations and a benchmark
 //

@@ -54,7 +54,7 @@ func newDriven(s *DeliveryStage, p int32) (*driven, error) {
 	d.attemptCtx, d.cancelAttempt = context.WithCancel(s.ctx)
 	owner, err := partition.NewOwner(partition.Config{
 		Partition: p, ParkedTopic: s.cfg.Topics.Parked, DeadTopic: s.cfg.Topics.Dead,
-		Endpoints: s.cfg.Endpoints, Effects: &d.fx, Clock: clockFunc(s.cfg.Now), Breakers: breakersOrNil(s.cfg.Breakers),
+		Endpoints: s.cfg.Endpoints, Effects: &d.fx, Clock: clockFunc(s.cfg.Now), Breakers: s.breakersFor(p),
 		Rand: s.cfg.Rand, Retry: s.cfg.Retry, DisableAfter: s.cfg.DisableAfter, ParkAfter: s.cfg.ParkAfter,
 		LaneBuffer: s.cfg.LaneBuffer, ParkedWindow: s.cfg.ParkedWindow, InstanceID: s.cfg.InstanceID,
 		LaneBytes: s.cfg.LaneBytes, ParkedWindowBytes: s.cfg.ParkedWindowBytes, Slots: s.slots,
@@ -65,14 +65,6 @@ func newDriven(s *DeliveryStage, p int32) (*driven, error) {
 	}
 	d.owner = owner
 	return d, nil
-}
-
-// breakersOrNil keeps a nil Breakers nil as an interface value.
-func breakersOrNil(b Breakers) partition.Breakers {
-	if b == nil {
-		return nil
-	}
-	return b
 }
 
 type clockFunc func() time.Time

@@ -1,60 +1,28 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
-	"sync"
+	"maps"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/laneway/laneway/breaker"
+	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/hooklog"
+	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
-// eventLog collects a stage's events (DeliveryConfig.OnEvent) for tests
-// that wait on what the stage did instead of polling its metrics.
-type eventLog struct {
-	mu      sync.Mutex
-	events  []Event
-	changed chan struct{} // closed and replaced on every event
-}
+// eventLog collects a stage's events (DeliveryConfig.OnEvent, or
+// FanoutConfig.OnEvent) for tests that wait on what the stage did instead
+// of polling its metrics.
+type eventLog struct{ *hooklog.Log[Event] }
 
-func newEventLog() *eventLog { return &eventLog{changed: make(chan struct{})} }
-
-func (l *eventLog) add(e Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, e)
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
-
-// wait waits until an event matches, or fails the test after within.
-func (l *eventLog) wait(t *testing.T, within time.Duration, what string, match func(Event) bool) Event {
-	t.Helper()
-	deadline := time.After(within)
-	seen := 0
-	for {
-		l.mu.Lock()
-		for ; seen < len(l.events); seen++ {
-			if match(l.events[seen]) {
-				e := l.events[seen]
-				l.mu.Unlock()
-				return e
-			}
-		}
-		changed := l.changed
-		l.mu.Unlock()
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("no event within %v: %s; events: %v", within, what, l.all())
-			return Event{}
-		}
-	}
-}
-
-func (l *eventLog) all() []Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Event(nil), l.events...)
-}
+func newEventLog() eventLog { return eventLog{hooklog.New[Event]()} }
 
 // The stage tells its OnEvent hook about assignments, commits, parking and
 // releases, in that order for one partition and lane.
@@ -65,30 +33,189 @@ func TestStageEvents(t *testing.T) {
 	ep.Paused = true
 	events := newEventLog()
 	s := r.startStage(stageOpts{endpoints: newFakeEndpoints(ep), breakers: newFakeBreakers(), tweak: func(c *DeliveryConfig) {
-		c.OnEvent = events.add
+		c.OnEvent = events.Add
 	}})
 	t.Cleanup(release)
-	events.wait(t, time.Minute, "partition 0 assigned", func(e Event) bool { return e.Kind == EventAssigned && e.Partition == 0 })
+	events.Wait(t, time.Minute, "partition 0 assigned", func(e Event) bool { return e.Kind == EventAssigned && e.Partition == 0 })
 	r.produce(0, testDelivery("ev1", "ep_1", "e1", 1))
-	parked := events.wait(t, time.Minute, "the paused endpoint's lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
+	parked := events.Wait(t, time.Minute, "the paused endpoint's lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
 	if parked.Endpoint != "ep_1" || parked.Reason != "paused" || parked.Partition != 0 {
 		t.Fatalf("parked event %+v", parked)
 	}
-	events.wait(t, time.Minute, "the watermark past the parked delivery committed", func(e Event) bool {
+	events.Wait(t, time.Minute, "the watermark past the parked delivery committed", func(e Event) bool {
 		return e.Kind == EventCommitted && e.Offset >= 1
 	})
 	s.stop()
-	events.wait(t, time.Minute, "partition 0 released", func(e Event) bool { return e.Kind == EventReleased && e.Partition == 0 })
+	events.Wait(t, time.Minute, "partition 0 released", func(e Event) bool { return e.Kind == EventReleased && e.Partition == 0 })
 }
 
 // waitAttempts waits until n attempts to any endpoint ended with outcome.
-func (l *eventLog) waitAttempts(t *testing.T, within time.Duration, outcome string, n int) {
+func (l eventLog) waitAttempts(t *testing.T, within time.Duration, outcome string, n int) {
 	t.Helper()
 	got := 0
-	l.wait(t, within, fmt.Sprintf("%d attempts ending %s", n, outcome), func(e Event) bool {
+	l.Wait(t, within, fmt.Sprintf("%d attempts ending %s", n, outcome), func(e Event) bool {
 		if e.Kind == EventAttempt && e.Reason == outcome {
 			got++
 		}
 		return got >= n
 	})
 }
+
+// The delivery stage tells its hook when an outcome opens or closes an
+// endpoint's breaker: a streak reaching the threshold opens it, a failed
+// probe opens it again, a success or a reset closes it; outcomes that
+// change nothing, and a probe starting, tell nothing.
+func TestBreakerEvents(t *testing.T) {
+	events := newEventLog()
+	s := &DeliveryStage{cfg: DeliveryConfig{Breakers: newStateBreakers(breaker.Config{Threshold: 2, FirstPause: time.Minute}), OnEvent: events.Add}}
+	b := s.breakersFor(3)
+	now := time.Now()
+	b.Record("ep", false, now)
+	b.Record("ep", false, now) // the threshold: opens
+	b.Record("ep", false, now) // while open: nothing
+	if d := b.Allow("ep", now.Add(2*time.Minute), 1, 0); !d.Probe {
+		t.Fatalf("Allow after the pause = %+v, want a probe", d)
+	}
+	b.Record("ep", false, now.Add(2*time.Minute)) // the probe failed: opens again
+	b.Record("ep", true, now.Add(3*time.Minute))  // a success: closes
+	b.Record("ep", true, now.Add(3*time.Minute))  // closed already: nothing
+	b.Record("ep", false, now.Add(4*time.Minute))
+	b.Record("ep", false, now.Add(4*time.Minute)) // opens
+	b.Reset("ep")                                 // re-enabled: closes
+	b.Reset("ep")                                 // closed already: nothing
+
+	var got []string
+	for _, e := range events.All() {
+		if e.Partition != 3 || e.Endpoint != "ep" {
+			t.Errorf("event %+v, want partition 3 and endpoint ep", e)
+		}
+		got = append(got, string(e.Kind))
+	}
+	want := []string{"breaker_opened", "breaker_opened", "breaker_closed", "breaker_opened", "breaker_closed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+
+	s.cfg.OnEvent = nil
+	if _, wrapped := s.breakersFor(3).(eventBreakers); wrapped {
+		t.Fatal("without a hook the owner's breakers are wrapped all the same")
+	}
+}
+
+// stateBreakers keeps breakers in a map with package breaker's
+// transitions, as breaker.Cache does without Redis.
+type stateBreakers struct {
+	cfg breaker.Config
+	m   map[string]breaker.Breaker
+}
+
+func newStateBreakers(cfg breaker.Config) *stateBreakers {
+	return &stateBreakers{cfg: cfg, m: map[string]breaker.Breaker{}}
+}
+
+func (b *stateBreakers) Allow(id string, now time.Time, maxConcurrency, inFlight int) breaker.Decision {
+	var d breaker.Decision
+	b.m[id], d = breaker.Allow(b.m[id], now, maxConcurrency, inFlight)
+	return d
+}
+
+func (b *stateBreakers) Record(id string, success bool, now time.Time) breaker.Breaker {
+	b.m[id] = breaker.Record(b.m[id], success, now, b.cfg)
+	return b.m[id]
+}
+
+func (b *stateBreakers) Get(id string) breaker.Breaker        { return b.m[id] }
+func (b *stateBreakers) Loaded(id string) bool                { _, ok := b.m[id]; return ok }
+func (b *stateBreakers) Reset(id string)                      { b.m[id] = breaker.Breaker{} }
+func (b *stateBreakers) Warm(context.Context, []string) error { return nil }
+func (b *stateBreakers) Flush(context.Context) error          { return nil }
+func (b *stateBreakers) Forget(ids ...string) {
+	for _, id := range ids {
+		delete(b.m, id)
+	}
+}
+
+// The fan-out tells its hook, for each committed transaction, how many
+// deliveries it wrote to each deliveries partition and the offset after
+// the last; an invalid event's dead letter is not a delivery.
+func TestFanoutEvents(t *testing.T) {
+	r := kfakeStageRig(t, 2)
+	events := newEventLog()
+	f, err := NewFanout(FanoutConfig{
+		Brokers: r.brokers, Topics: r.tops, Group: r.group + "-fanout", TransactionalID: r.group + "-fanout",
+		Subscribers: fixedSubscribers{"ep_1", "ep_2", "ep_3"}, OnEvent: events.Add, Logger: testenv.Logger(),
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+
+	// The invalid event first: its dead letter is committed before the
+	// last delivery.
+	recs := []*kgo.Record{{Topic: r.tops.Events, Partition: 0, Value: []byte("not an event")}}
+	const n = 20
+	for i := range n {
+		v, err := json.Marshal(event.Envelope{ID: fmt.Sprint("evt-", i), Type: "order.updated", Tenant: "acme",
+			Entity: fmt.Sprint("order:", i), Revision: 1, OccurredAt: time.Now().UTC(), Data: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: r.tops.Events, Partition: int32(i % 2), Value: v})
+	}
+	if err := r.cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	written := 0
+	events.Wait(t, time.Minute, fmt.Sprintf("%d deliveries fanned out", 3*n), func(e Event) bool {
+		if e.Kind == EventFannedOut {
+			written += e.Count
+		}
+		return written >= 3*n
+	})
+	if written != 3*n {
+		t.Fatalf("the events counted %d deliveries, want %d", written, 3*n)
+	}
+	told := map[int32]int64{}
+	for _, e := range events.All() {
+		told[e.Partition] = max(told[e.Partition], e.Offset)
+	}
+	if ends := r.recordEnds(t, r.tops.Deliveries, 3*n); !maps.Equal(told, ends) {
+		t.Fatalf("the events say the deliveries partitions end at %v, their last records end at %v", told, ends)
+	}
+}
+
+// recordEnds reads the first n committed records of topic and returns, per
+// partition, the offset after its last.
+func (r *stageRig) recordEnds(t *testing.T, topic string, n int) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ends := map[int32]int64{}
+	for read := 0; read < n; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s: %v", read, n, topic, ctx.Err())
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			read++
+			ends[rec.Partition] = rec.Offset + 1
+		})
+	}
+	return ends
+}
+
+// fixedSubscribers subscribes its endpoints to every event.
+type fixedSubscribers []string
+
+func (s fixedSubscribers) Subscribers(dst []string, _, _ string) []string { return append(dst, s...) }

@@ -53,6 +53,10 @@ type FanoutConfig struct {
 	RepairInterval time.Duration
 	// Metrics receives fan-out counts; nil disables them.
 	Metrics *Metrics
+	// OnEvent, when set, is told of each committed transaction's
+	// deliveries (EventFannedOut), synchronously: it must not block (see
+	// Event). Default nil.
+	OnEvent func(Event)
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -188,7 +192,33 @@ func (f *Fanout) transact(ctx context.Context, fetches kgo.Fetches) (kadm.Topics
 		return nil, err
 	}
 	f.cfg.Metrics.addFanout(counts)
+	if f.cfg.OnEvent != nil {
+		f.tellWritten(outs)
+	}
 	return kafkatxn.Written(outs), nil
+}
+
+// tellWritten tells OnEvent what a committed transaction wrote to each
+// deliveries partition: how many deliveries, and the offset after the last.
+func (f *Fanout) tellWritten(outs []*kgo.Record) {
+	written := map[int32]*Event{}
+	var order []int32
+	for _, r := range outs {
+		if r.Topic != f.cfg.Topics.Deliveries {
+			continue // a dead letter
+		}
+		e := written[r.Partition]
+		if e == nil {
+			e = &Event{Kind: EventFannedOut, Partition: r.Partition}
+			written[r.Partition] = e
+			order = append(order, r.Partition)
+		}
+		e.Count++
+		e.Offset = max(e.Offset, r.Offset+1)
+	}
+	for _, p := range order {
+		f.cfg.OnEvent(*written[p])
+	}
 }
 
 type fanoutCounts struct{ events, deliveries, invalid, unmatched int }

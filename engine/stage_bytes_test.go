@@ -37,14 +37,14 @@ func TestLaneParksWhenItsBytesPassTheBudget(t *testing.T) {
 	events := newEventLog()
 	s := r.startStage(stageOpts{endpoints: newFakeEndpoints(ep), breakers: newFakeBreakers(), tweak: func(c *DeliveryConfig) {
 		c.LaneBytes = 16 << 10
-		c.OnEvent = events.add
+		c.OnEvent = events.Add
 	}})
 	t.Cleanup(release)
 	s.waitOwned(t, 0)
 	for i := range 40 {
 		r.produce(0, bigDelivery(fmt.Sprint("ev", i), "ep_big", fmt.Sprint("e", i), 1<<10))
 	}
-	parked := events.wait(t, time.Minute, "ep_big's lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
+	parked := events.Wait(t, time.Minute, "ep_big's lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
 	if parked.Endpoint != "ep_big" || parked.Reason != "lane_bytes" {
 		t.Fatalf("parked %+v, want ep_big for lane_bytes", parked)
 	}
@@ -61,7 +61,7 @@ func TestInstanceBytesParkTheLargestLane(t *testing.T) {
 	events := newEventLog()
 	s := r.startStage(stageOpts{endpoints: newFakeEndpoints(small, large), breakers: newFakeBreakers(), tweak: func(c *DeliveryConfig) {
 		c.InstanceBytes = 24 << 10
-		c.OnEvent = events.add
+		c.OnEvent = events.Add
 	}})
 	t.Cleanup(release)
 	s.waitOwned(t, 0)
@@ -70,7 +70,7 @@ func TestInstanceBytesParkTheLargestLane(t *testing.T) {
 		r.produce(0, bigDelivery(fmt.Sprint("s", i), "ep_small", fmt.Sprint("e", i), 1<<10))
 		r.produce(1, bigDelivery(fmt.Sprint("l", i), "ep_large", fmt.Sprint("e", i), 2<<10))
 	}
-	parked := events.wait(t, time.Minute, "a lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
+	parked := events.Wait(t, time.Minute, "a lane parked", func(e Event) bool { return e.Kind == EventLaneParked })
 	if parked.Endpoint != "ep_large" || parked.Reason != "instance_bytes" {
 		t.Fatalf("parked %+v, want ep_large for instance_bytes", parked)
 	}

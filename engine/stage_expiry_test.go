@@ -41,7 +41,7 @@ func TestPausedPushEndpointBacklogExpires(t *testing.T) {
 			r.produce(0, testDelivery(id, "ep-paused", fmt.Sprintf("order:%d", i/2), int64(i%2+1)))
 			want = append(want, id+":ep-paused", event.ReasonMaxAge)
 		}
-		s.events.wait(t, 30*time.Second, "the paused lane to park", func(e Event) bool {
+		s.events.Wait(t, 30*time.Second, "the paused lane to park", func(e Event) bool {
 			return e.Kind == EventLaneParked && e.Endpoint == "ep-paused" && e.Reason == "paused"
 		})
 		r.waitParked(t, "ep-paused", n)

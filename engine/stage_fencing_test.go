@@ -106,7 +106,7 @@ func TestZombieCommitIsRefused(t *testing.T) {
 		}
 
 		blocking.unblock()
-		a.events.wait(t, time.Minute, "A to release a partition", func(e Event) bool { return e.Kind == EventReleased })
+		a.events.Wait(t, time.Minute, "A to release a partition", func(e Event) bool { return e.Kind == EventReleased })
 		releases := aLog.find("deliveries partition released")
 		if len(releases) == 0 {
 			t.Fatal("A released a partition without logging it")
@@ -116,7 +116,7 @@ func TestZombieCommitIsRefused(t *testing.T) {
 				t.Errorf("A released partition %s committing its stale watermark: %v", rel["partition"], rel)
 			}
 		}
-		for _, e := range a.events.all() {
+		for _, e := range a.events.All() {
 			if e.Kind == EventCommitted {
 				t.Errorf("A committed partition %d at %d after it was dropped from the group", e.Partition, e.Offset)
 			}
@@ -177,7 +177,7 @@ func TestLostPartitionCancelsAttemptsAtOnce(t *testing.T) {
 
 		lostAt := time.Now()
 		r.removeMember(t, instance)
-		s.events.wait(t, bound, "the lost partition's release", func(e Event) bool {
+		s.events.Wait(t, bound, "the lost partition's release", func(e Event) bool {
 			return e.Kind == EventReleased && e.Partition == 0
 		})
 		took := time.Since(lostAt)

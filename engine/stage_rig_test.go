@@ -31,6 +31,7 @@ import (
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/deadtopic"
 	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/poll"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/partition"
 )
@@ -217,7 +218,7 @@ type testStage struct {
 	stopTook time.Duration
 	// events are the stage's events, unless the test's tweak set its own
 	// OnEvent.
-	events *eventLog
+	events eventLog
 }
 
 // startStage starts a delivery stage on the rig's topics and group. Its
@@ -234,7 +235,7 @@ func (r *stageRig) startStage(o stageOpts) *testStage {
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
 	}
 	events := newEventLog()
-	cfg.OnEvent = events.add
+	cfg.OnEvent = events.Add
 	if o.tweak != nil {
 		o.tweak(&cfg)
 	}
@@ -361,18 +362,15 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 // what was awaited and cond's last description.
 func waitCond(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", within, what, desc)
-		}
-		<-tick.C
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var desc string
+	if poll.Until(ctx, 10*time.Millisecond, func() bool {
+		var ok bool
+		ok, desc = cond()
+		return ok
+	}) != nil {
+		t.Fatalf("timed out after %v waiting for %s: %s", within, what, desc)
 	}
 }
 
