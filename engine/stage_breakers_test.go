@@ -40,11 +40,13 @@ func TestReleaseHandsOverEveryBreakerUsed(t *testing.T) {
 
 		s.events.waitAttempts(t, 30*time.Second, "delivered", 1)
 		s.events.waitAttempts(t, 30*time.Second, "retry", 1)
-		waitCond(t, 30*time.Second, "ep-idle's lane to go idle while ep-busy's waits", func() (bool, string) {
-			idle := laneIdle(t, s.reg, "ep-idle")
-			busy, busyShown := metricValue(t, s.reg, "laneway_endpoint_pending", "endpoint", "ep-busy")
-			return idle && busyShown && busy == 1, "ep-idle idle " + boolStr(idle) + ", ep-busy pending " + ftoa(busy)
-		})
+		// An attempt's event is told in the step that settles it, under the
+		// partition's lock, which the gauges are read under too.
+		idle := laneIdle(t, s.reg, "ep-idle")
+		busy, busyShown := metricValue(t, s.reg, "laneway_endpoint_pending", "endpoint", "ep-busy")
+		if !idle || !busyShown || busy != 1 {
+			t.Fatalf("after the two attempts ep-idle idle %t, ep-busy pending %v (shown %t): want ep-idle's lane idle while ep-busy's waits", idle, busy, busyShown)
+		}
 		if records, _, _ := br.snapshot(); !slices.Contains(records, "ep-idle") || !slices.Contains(records, "ep-busy") {
 			t.Fatalf("the breakers recorded %v, want both endpoints", records)
 		}
@@ -98,12 +100,15 @@ func TestRevokeHandsOverOnlyTheRevokedBreakers(t *testing.T) {
 			r.produce(int32(p), testDelivery("evt-idle-"+itoa(int64(p)), ids(p)[0], "order:1", 1),
 				testDelivery("evt-busy-"+itoa(int64(p)), ids(p)[1], "order:2", 1))
 		}
-		waitCond(t, 30*time.Second, "the idle lanes to go and the busy ones to wait", func() (bool, string) {
-			ok := first.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
-			retry := first.counter(t, "laneway_delivery_attempts_total", "outcome", "retry")
-			idle0, idle1 := laneIdle(t, first.reg, ids(0)[0]), laneIdle(t, first.reg, ids(1)[0])
-			return ok == 2 && retry == 2 && idle0 && idle1, "delivered " + ftoa(ok) + ", retry " + ftoa(retry)
-		})
+		deadline := time.Now().Add(30 * time.Second)
+		first.events.waitAttempts(t, time.Until(deadline), "delivered", 2)
+		first.events.waitAttempts(t, time.Until(deadline), "retry", 2)
+		ok := first.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
+		retry := first.counter(t, "laneway_delivery_attempts_total", "outcome", "retry")
+		idle0, idle1 := laneIdle(t, first.reg, ids(0)[0]), laneIdle(t, first.reg, ids(1)[0])
+		if ok != 2 || retry != 2 || !idle0 || !idle1 {
+			t.Fatalf("delivered %v, retry %v, idle lanes idle %t and %t: want the idle lanes to go and the busy ones to wait", ok, retry, idle0, idle1)
+		}
 		if _, events, _ := br.snapshot(); slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "forget:") }) {
 			t.Fatalf("breakers forgotten before any release: %v", events)
 		}
@@ -141,13 +146,6 @@ func TestRevokeHandsOverOnlyTheRevokedBreakers(t *testing.T) {
 			}
 		}
 	})
-}
-
-func boolStr(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }
 
 // laneIdle reports whether an endpoint holds nothing: no delivery pending or

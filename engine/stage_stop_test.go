@@ -164,10 +164,10 @@ func TestRevokeCancelsAttemptsAtRevokeTimeout(t *testing.T) {
 				t.Fatalf("the attempt of %s, on the partition the first instance kept, was ended too", keptID)
 			}
 			checkCanceledOnly(t, first, br, 1)
-			waitCond(t, time.Minute, "the new owner to deliver the canceled delivery", func() (bool, string) {
-				v := second.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered")
-				return v == 1 && rc.answered(movedID, http.StatusOK) == 1, "delivered by the new owner: " + ftoa(v)
-			})
+			second.events.waitAttempts(t, time.Minute, "delivered", 1) // the new owner delivers the canceled delivery
+			if v, n := second.counter(t, "laneway_delivery_attempts_total", "outcome", "delivered"), rc.answered(movedID, http.StatusOK); v != 1 || n != 1 {
+				t.Fatalf("delivered by the new owner: %v, %s answered 200: %d; want 1 and 1", v, movedID, n)
+			}
 			if rec, _, _ := br2.snapshot(); len(rec) != 1 || rec[0] != "ep-"+itoa(int64(moved)) {
 				t.Fatalf("the new owner fed its breaker %v, want the one success of ep-%d", rec, moved)
 			}

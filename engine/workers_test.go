@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"context"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/internal/testkit/poll"
 )
 
 // Sequential attempts reuse one goroutine; concurrent ones get their own;
@@ -39,7 +42,11 @@ func TestWorkersReuseAndDrain(t *testing.T) {
 	var atStop atomic.Int64
 	stopped := make(chan struct{})
 	go func() { w.stop(); atStop.Store(ran.Load()); close(stopped) }()
-	waitFor(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.stopped })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if poll.Until(ctx, time.Millisecond, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.stopped }) != nil {
+		t.Fatal("condition not reached within 10s")
+	}
 	close(release) // only now can the ten attempts end
 	select {
 	case <-stopped:
@@ -57,18 +64,6 @@ func goroutineMarker() string {
 	buf := make([]byte, 64)
 	fields := strings.Fields(string(buf[:runtime.Stack(buf, false)]))
 	return fields[1]
-}
-
-// waitFor waits, yielding, until cond holds (at most 10 s).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		runtime.Gosched()
-	}
 }
 
 func countKeys(m *sync.Map) int {
