@@ -147,6 +147,10 @@ type Config struct {
 	// SecretOverlap is how long a rotated-out endpoint secret stays valid
 	// unless the rotation says otherwise. Default 24h.
 	SecretOverlap time.Duration
+	// OnEvent, when set, is told what the fan-out and delivery stages did
+	// (engine.Event), synchronously: it must not block. For tests that
+	// wait on the engine instead of polling its metrics. Default nil.
+	OnEvent func(engine.Event)
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -52,7 +52,7 @@ func (a *App) startFanout(ctx context.Context) error {
 		Brokers: a.brokers, Topics: a.cfg.Topics, InstanceID: a.cfg.InstanceID,
 		Group: groups.Fanout, TransactionalID: groups.Fanout,
 		Subscribers: a.store, Metrics: a.metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
-		TransactionV2: a.cfg.KafkaTransactionV2,
+		TransactionV2: a.cfg.KafkaTransactionV2, OnEvent: a.cfg.OnEvent,
 	})
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func (a *App) startDelivery(ctx context.Context) error {
 		InstanceID: a.cfg.InstanceID, LoadHealth: a.health.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		LaneBytes: a.cfg.LaneBytes, InstanceBytes: a.cfg.InstanceBytes, MaxInFlight: a.cfg.MaxInFlight,
-		Metrics: a.metrics, Logger: a.log,
+		Metrics: a.metrics, Logger: a.log, OnEvent: a.cfg.OnEvent,
 		ClientOpts: a.groupOpts("deliveries"), ReaderClientOpts: a.clientOpts("parked"),
 	})
 	if err != nil {
