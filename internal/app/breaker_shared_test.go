@@ -13,8 +13,10 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/hooklog"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -170,7 +172,7 @@ func TestBreakerSharedRedisFlush(t *testing.T) {
 
 			// More events while the endpoint is paused and Redis is empty.
 			values = append(values, rig.publish(t, 6, 3, 4)...)
-			rig.waitParked(t, owner.app, len(values))
+			rig.waitParked(t, owner, len(values))
 
 			if left := time.Until(s1.PausedUntil); left < time.Second {
 				t.Fatalf("only %v of the pause left before the handover: the scenario is too slow to tell anything", left)
@@ -245,6 +247,7 @@ type instance struct {
 
 type breakerRig struct {
 	apps    []instance
+	events  *hooklog.Log[instanceEvent] // both instances' engine events
 	api     apiClient
 	rc      *fleet.Recorder
 	ep      createdEndpoint
@@ -259,7 +262,7 @@ type breakerRig struct {
 // one endpoint with max_concurrency 3.
 func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breakerRig {
 	t.Helper()
-	rig := &breakerRig{}
+	rig := &breakerRig{events: hooklog.New[instanceEvent]()}
 	rig.failing.Store(true)
 	rig.rc = startRecorder(t, func(w http.ResponseWriter, r *http.Request, _ *fleet.Request) {
 		if rig.failing.Load() {
@@ -293,6 +296,7 @@ func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breake
 			c.RedisURL = b.RedisURL
 			c.SessionTimeout = 6 * time.Second
 			c.Breaker = bc
+			c.OnEvent = func(e engine.Event) { rig.events.Add(instanceEvent{instance: name, Event: e}) }
 			c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Min: 50 * time.Millisecond, Max: 100 * time.Millisecond,
 				MaxAttempts: 1_000_000, MaxAge: time.Hour}
 		})
@@ -350,50 +354,54 @@ func (rig *breakerRig) waitBreaker(t *testing.T, timeout time.Duration, what str
 	}
 }
 
-// owner returns the instance that owns the endpoint (the one whose lanes
-// report it) and the other one.
+// instanceEvent is what an instance's engine did.
+type instanceEvent struct {
+	instance string
+	engine.Event
+}
+
+// owner returns the instance that owns the endpoint (the one that opened
+// its breaker) and the other one.
 func (rig *breakerRig) owner(t *testing.T) (owner, other instance) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		var owning []int
-		for i, in := range rig.apps {
-			if _, ok := endpointGauge(t, in.app, "laneway_endpoint_breaker_open", rig.ep.ID); ok {
-				owning = append(owning, i)
-			}
+	opened := func(e instanceEvent) bool { return e.Kind == engine.EventBreakerOpened && e.Endpoint == rig.ep.ID }
+	first := rig.events.Wait(t, 10*time.Second, "an instance to open the endpoint's breaker", opened)
+	for _, e := range rig.events.All() {
+		if opened(e) && e.instance != first.instance {
+			t.Fatalf("instances %s and %s both opened the endpoint's breaker, want exactly one owner", first.instance, e.instance)
 		}
-		if len(owning) == 1 {
-			return rig.apps[owning[0]], rig.apps[1-owning[0]]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d instances report a lane for the endpoint, want exactly one", len(owning))
-		}
-		<-poll.C
 	}
+	if rig.apps[0].name == first.instance {
+		return rig.apps[0], rig.apps[1]
+	}
+	return rig.apps[1], rig.apps[0]
 }
 
 // waitParked waits until the owner has parked the endpoint's backlog of n
 // deliveries (its lane is parked while the breaker is open), so the
-// deliveries published after the flush are in Kafka, not in its memory.
-func (rig *breakerRig) waitParked(t *testing.T, owner *app.App, n int) {
+// deliveries published after the flush are in Kafka, not in its memory:
+// the fan-outs wrote all n, and the owner committed their deliveries
+// partition past the last (its commit passes a parked delivery once the
+// parked copy is written).
+func (rig *breakerRig) waitParked(t *testing.T, owner instance, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		parked, _ := endpointGauge(t, owner, "laneway_endpoint_parked", rig.ep.ID)
-		pending, _ := endpointGauge(t, owner, "laneway_endpoint_pending", rig.ep.ID)
-		inFlight, _ := endpointGauge(t, owner, "laneway_endpoint_in_flight", rig.ep.ID)
-		if int(parked+pending+inFlight) >= n {
-			return
+	written, partitions, end := 0, map[int32]bool{}, int64(0)
+	last := rig.events.Wait(t, time.Until(deadline), fmt.Sprintf("the fan-out to write %d deliveries", n), func(e instanceEvent) bool {
+		if e.Kind == engine.EventFannedOut {
+			written += e.Count
+			partitions[e.Partition] = true
+			end = max(end, e.Offset)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("owner holds %v parked, %v pending, %v in flight deliveries, want %d", parked, pending, inFlight, n)
-		}
-		<-poll.C
+		return written >= n
+	})
+	if len(partitions) != 1 {
+		t.Fatalf("the endpoint's deliveries went to partitions %v, want one", partitions)
 	}
+	rig.events.Wait(t, time.Until(deadline), fmt.Sprintf("instance %s to commit partition %d past its %d deliveries (offset %d)", owner.name, last.Partition, n, end),
+		func(e instanceEvent) bool {
+			return e.instance == owner.name && e.Kind == engine.EventCommitted && e.Partition == last.Partition && e.Offset >= end
+		})
 }
 
 func (rig *breakerRig) flushRedis(t *testing.T, b testenv.Backend) {

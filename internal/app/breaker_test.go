@@ -9,7 +9,9 @@ import (
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/testkit/hooklog"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -21,7 +23,9 @@ import (
 // backend).
 func TestBreakerPausesAFailingEndpoint(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
+		events := hooklog.New[engine.Event]()
 		f, a, api := scenario(t, b, func(c *app.Config) {
+			c.OnEvent = events.Add
 			c.Breaker = breaker.Config{Threshold: 3, FirstPause: 700 * time.Millisecond, MaxPause: 1400 * time.Millisecond}
 			c.Retry = deliver.RetryPolicy{Base: 50 * time.Millisecond, Min: 50 * time.Millisecond, Max: 100 * time.Millisecond,
 				MaxAttempts: 10000, MaxAge: time.Hour}
@@ -44,7 +48,13 @@ func TestBreakerPausesAFailingEndpoint(t *testing.T) {
 		}
 		publishTo(t, a.Brokers(), a.Topics().Events, values)
 
-		waitForGauge(t, a, "laneway_endpoint_breaker_open", 1)
+		breakerEvent := func(kind engine.EventKind) func(engine.Event) bool {
+			return func(e engine.Event) bool { return e.Kind == kind && e.Endpoint == ep.ID }
+		}
+		events.Wait(t, 30*time.Second, "the breaker to open", breakerEvent(engine.EventBreakerOpened))
+		if v, ok := endpointGauge(t, a, "laneway_endpoint_breaker_open", ep.ID); !ok || v != 1 {
+			t.Errorf("laneway_endpoint_breaker_open = %v (shown %t) once the breaker opened, want 1", v, ok)
+		}
 		// Keep failing for two more pauses: without the breaker that is
 		// ~40 retries at this retry delay; with it, one or two probe rounds.
 		time.Sleep(2 * time.Second) // shapes the scenario; nothing waits on it
@@ -54,6 +64,9 @@ func TestBreakerPausesAFailingEndpoint(t *testing.T) {
 			t.Errorf("%d failed attempts: the breaker did not hold the endpoint's retries", n)
 		}
 		checkOrder(t, ep.ID, recv.Receipts())
-		waitForGauge(t, a, "laneway_endpoint_breaker_open", 0)
+		events.Wait(t, 30*time.Second, "a probe to close the breaker", breakerEvent(engine.EventBreakerClosed))
+		if v, ok := endpointGauge(t, a, "laneway_endpoint_breaker_open", ep.ID); !ok || v != 0 {
+			t.Errorf("laneway_endpoint_breaker_open = %v (shown %t) once the breaker closed, want 0", v, ok)
+		}
 	})
 }

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/testkit/hooklog"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -18,7 +21,8 @@ import (
 // after a newer one.
 func TestPausedEndpointCoalesces(t *testing.T) {
 	testenv.Each(t, func(t *testing.T, b testenv.Backend) {
-		f, a, api := scenario(t, b, nil)
+		events := hooklog.New[engine.Event]()
+		f, a, api := scenario(t, b, func(c *app.Config) { c.OnEvent = events.Add })
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1)})
 		recv, _ := f.Add(1, ep.Secret, nil)
 		if code, out := api.do("POST", "/v1/endpoints/"+ep.ID+"/pause", nil); code != http.StatusOK {
@@ -38,7 +42,13 @@ func TestPausedEndpointCoalesces(t *testing.T) {
 		}
 		publishTo(t, a.Brokers(), a.Topics().Events, values)
 		// Everything published is fanned out and parked before the resume.
-		waitForCounter(t, a, "laneway_fanout_deliveries_total", float64(len(values)))
+		written := 0
+		events.Wait(t, time.Minute, fmt.Sprintf("the fan-out to write %d deliveries", len(values)), func(e engine.Event) bool {
+			if e.Kind == engine.EventFannedOut {
+				written += e.Count
+			}
+			return written >= len(values)
+		})
 		if got := len(recv.Receipts()); got != 0 {
 			t.Fatalf("%d deliveries reached a paused endpoint", got)
 		}

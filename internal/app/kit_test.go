@@ -14,7 +14,8 @@ package app_test
 //	                       subscriptions and the checks of what it received,
 //	                       and a Recorder, which records failed requests too
 //	kit_wait_test.go       waiting on the engine: deliveries, endpoint state,
-//	                       metrics, consumer groups
+//	                       consumer groups; reading its metrics (once: a test
+//	                       waits on the engine's events, app.Config.OnEvent)
 //	kit_process_test.go    a real laneway process against the real broker
 
 import (

@@ -43,20 +43,6 @@ func waitUntil(t *testing.T, f *fleet.Fleet, timeout time.Duration, what string,
 	}
 }
 
-// pollUntil checks cond every 10 ms until it holds or within passes.
-func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
-}
-
 // waitEndpoint waits until the store's endpoint id satisfies ok.
 func waitEndpoint(t *testing.T, s *endpoint.Store, id string, ok func(endpoint.Endpoint) bool) {
 	t.Helper()
@@ -105,40 +91,6 @@ func counterSum(t *testing.T, a *app.App, name string) float64 {
 		sum += m.GetCounter().GetValue()
 	}
 	return sum
-}
-
-// waitForCounter waits until a counter (summed over its series) reaches want.
-func waitForCounter(t *testing.T, a *app.App, name string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for counterSum(t, a, name) < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stayed at %v, want %v", name, counterSum(t, a, name), want)
-		}
-		<-poll.C
-	}
-}
-
-// waitForGauge waits until a gauge of the app's registry has value want for
-// some series.
-func waitForGauge(t *testing.T, a *app.App, name string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		for _, m := range series(t, a, name) {
-			if m.GetGauge().GetValue() == want {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached %v", name, want)
-		}
-		<-poll.C
-	}
 }
 
 // endpointGauge returns the value of the series of gauge name labelled with

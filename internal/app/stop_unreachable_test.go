@@ -11,8 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/hooklog"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -37,7 +39,8 @@ func TestAppStopWhileKafkaIsUnreachable(t *testing.T) {
 	}
 	t.Cleanup(f.Close)
 	const attemptTimeout = 2 * time.Second // RevokeTimeout = 4 s
-	a, stopped := startStoppableApp(t, b, func(c *app.Config) { c.AttemptTimeout = attemptTimeout })
+	events := hooklog.New[engine.Event]()
+	a, stopped := startStoppableApp(t, b, func(c *app.Config) { c.AttemptTimeout, c.OnEvent = attemptTimeout, events.Add })
 	api := newAPI(t, a.HTTPAddr())
 
 	release := make(chan struct{})
@@ -77,9 +80,12 @@ func TestAppStopWhileKafkaIsUnreachable(t *testing.T) {
 
 	cluster.Close()
 	close(release)
-	pollUntil(t, 30*time.Second, "the 413 to be classified (its dead letter is then issued)", func() bool {
-		return counterSum(t, a, "laneway_delivery_attempts_total") == 2
+	events.Wait(t, 30*time.Second, "the 413 to be classified (its dead letter is then issued)", func(e engine.Event) bool {
+		return e.Kind == engine.EventAttempt && e.Endpoint == ep.ID && e.Reason == "dead"
 	})
+	if n := counterSum(t, a, "laneway_delivery_attempts_total"); n != 2 {
+		t.Fatalf("%v attempts counted, want 2 (ok-1 delivered, too-large-1 dead)", n)
+	}
 	if n := counterSum(t, a, "laneway_dead_letters_total"); n != 0 {
 		t.Fatalf("%v dead letters acknowledged by a closed cluster", n)
 	}
