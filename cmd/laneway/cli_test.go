@@ -18,6 +18,7 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/testkit/poll"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -128,14 +129,10 @@ func mustContain(t *testing.T, out string, wants ...string) {
 // eventually polls cond every 100ms until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		<-tick.C
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if poll.Until(ctx, 100*time.Millisecond, cond) != nil {
+		t.Fatalf("timed out after %s waiting for %s", within, what)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/fleet"
+	"github.com/laneway/laneway/internal/testkit/poll"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -815,15 +816,13 @@ func (c client) endpoint(id string) endpointView {
 	return ep
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond every 100ms until it holds or the deadline passes.
 func (c client) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(apiTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %s waiting until %s", apiTimeout, what)
-		}
-		time.Sleep(100 * time.Millisecond) // a poll interval, not synchronisation
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if poll.Until(ctx, 100*time.Millisecond, cond) != nil {
+		c.t.Fatalf("timed out after %s waiting until %s", apiTimeout, what)
 	}
 }
 
