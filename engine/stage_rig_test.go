@@ -601,6 +601,4 @@ func (rc *receiver) next(t *testing.T, within time.Duration, what string) int {
 	}
 }
 
-func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
