@@ -75,7 +75,8 @@ type DeliveryConfig struct {
 	Brokers []string
 	// Topics names the topics. Defaults as in topics.Config.
 	Topics topics.Config
-	// Group is the consumer group reading deliveries. Default "laneway-deliveries".
+	// Group is the consumer group reading deliveries. Default
+	// topics.GroupsFor(topics.DefaultPrefix).Deliveries ("laneway-deliveries").
 	Group string
 	// Endpoints resolves endpoint config. Required.
 	Endpoints EndpointSource
@@ -146,7 +147,7 @@ type DeliveryConfig struct {
 	// until the rest fit. Default DefaultInstanceBytes (512 MiB).
 	InstanceBytes int64
 	// ParkedGroup is the memberless group under which the parked progress
-	// is committed. Default Group + "-parked".
+	// is committed. Default topics.ParkedGroup(Group): Group + "-parked".
 	ParkedGroup string
 	// ClientOpts are extra franz-go options (metrics hooks, TLS, SASL).
 	ClientOpts []kgo.Opt
@@ -176,7 +177,7 @@ func (c *DeliveryConfig) setDefaults() error {
 	}
 	c.Topics = c.Topics.WithDefaults()
 	if c.Group == "" {
-		c.Group = "laneway-deliveries"
+		c.Group = topics.GroupsFor(topics.DefaultPrefix).Deliveries
 	}
 	setDur(&c.AttemptTimeout, deliver.DefaultTimeout)
 	setDur(&c.CommitInterval, DefaultCommitInterval)
@@ -192,7 +193,7 @@ func (c *DeliveryConfig) setDefaults() error {
 		c.InstanceBytes = DefaultInstanceBytes
 	}
 	if c.ParkedGroup == "" {
-		c.ParkedGroup = c.Group + "-parked"
+		c.ParkedGroup = topics.ParkedGroup(c.Group)
 	}
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)

@@ -31,12 +31,15 @@ type FanoutConfig struct {
 	Brokers []string
 	// Topics names the topics. Defaults as in topics.Config.
 	Topics topics.Config
-	// Group is the consumer group reading the events topic. Default "laneway-fanout".
+	// Group is the consumer group reading the events topic. Default
+	// topics.GroupsFor(topics.DefaultPrefix).Fanout ("laneway-fanout").
 	Group string
 	// TransactionalID prefix; each instance appends its own suffix so that
-	// two instances never fence each other. Default "laneway-fanout".
+	// two instances never fence each other. Default, whatever Group is:
+	// topics.GroupsFor(topics.DefaultPrefix).Fanout ("laneway-fanout").
 	TransactionalID string
-	// InstanceID distinguishes this process (hostname + pid by default).
+	// InstanceID distinguishes this process. Default DefaultInstanceID():
+	// the hostname.
 	InstanceID string
 	// Subscribers resolves subscriptions. Required.
 	Subscribers SubscriberIndex
@@ -77,11 +80,12 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		return nil, errors.New("fanout: Subscribers is required")
 	}
 	cfg.Topics = cfg.Topics.WithDefaults()
+	group := topics.GroupsFor(topics.DefaultPrefix).Fanout
 	if cfg.Group == "" {
-		cfg.Group = "laneway-fanout"
+		cfg.Group = group
 	}
 	if cfg.TransactionalID == "" {
-		cfg.TransactionalID = "laneway-fanout"
+		cfg.TransactionalID = group
 	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = DefaultInstanceID()

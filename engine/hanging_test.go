@@ -35,8 +35,9 @@ func TestFanoutRepairsHangingTransactions(t *testing.T) {
 			ns := testenv.Unique("hang")
 			tops := topics.Config{Events: ns + ".events", Deliveries: ns + ".deliveries", Dead: ns + ".dead"}.WithDefaults()
 			ctx, cl, adm := hangtest.Rig(t, b.Brokers, tops.Events, tops.Deliveries, tops.Dead)
+			group := topics.GroupsFor(ns).Fanout
 			cfg := FanoutConfig{
-				Brokers: b.Brokers, Topics: tops, Group: ns + "-fanout", TransactionalID: ns + "-fanout", InstanceID: "a",
+				Brokers: b.Brokers, Topics: tops, Group: group, TransactionalID: group, InstanceID: "a",
 				Subscribers: noSubscribers{}, RepairInterval: 300 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			}

@@ -87,7 +87,7 @@ func newStageRig(t *testing.T, name string, brokers []string, partitions int32) 
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	r := &stageRig{t: t, name: name, brokers: brokers, tops: tops, group: ns + "-deliveries", cl: cl, adm: kadm.NewClient(cl)}
+	r := &stageRig{t: t, name: name, brokers: brokers, tops: tops, group: topics.GroupsFor(ns).Deliveries, cl: cl, adm: kadm.NewClient(cl)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := topics.Ensure(ctx, r.adm, tops); err != nil {

@@ -1,16 +1,8 @@
 package engine
 
-import "os"
+import "github.com/laneway/laneway/internal/kafka/kafkatxn"
 
 // DefaultInstanceID names this instance for transactional ids and static
-// group membership. It is the hostname, stable across restarts (the same
-// pod), so a restarted instance fences the transaction its previous run left
-// open instead of waiting for it to time out, and takes its old place in the
-// consumer groups.
-func DefaultInstanceID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		return "laneway"
-	}
-	return host
-}
+// group membership: the hostname (kafkatxn.DefaultInstanceID, which the
+// inbound verify stage uses too).
+func DefaultInstanceID() string { return kafkatxn.DefaultInstanceID() }

@@ -15,6 +15,7 @@ import (
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/hooklog"
 	"github.com/laneway/laneway/internal/testkit/testenv"
@@ -307,7 +308,7 @@ func startBreakerRig(t *testing.T, b testenv.Backend, bc breaker.Config) *breake
 	// Both stages of both instances own partitions before anything is
 	// published, so no rebalance moves the endpoint by surprise.
 	waitForGroupMembers(t, rig.brokers, first.DeliveriesGroup(), 2)
-	waitForGroupMembers(t, rig.brokers, ns+"-fanout", 2)
+	waitForGroupMembers(t, rig.brokers, topics.GroupsFor(ns).Fanout, 2)
 	rig.api = newAPI(t, first.HTTPAddr())
 	rig.ep = rig.api.createEndpoint(map[string]any{"tenant": "brk", "url": rig.rc.URL("/hook"), "max_concurrency": sharedMaxConcurrency})
 	setSecret(t, rig.rc, rig.ep.Secret)

@@ -165,13 +165,14 @@ type acl struct {
 // consumer groups, and its transactional ids.
 func lanewayACLs(tc topics.Config, groupPrefix string) []acl {
 	rw := []kadm.ACLOperation{kadm.OpRead, kadm.OpWrite, kadm.OpCreate}
+	g := topics.GroupsFor(groupPrefix)
 	return []acl{
 		{kind: "topic", names: []string{tc.Events, tc.Deliveries, tc.Parked, tc.Dead, tc.Endpoints, tc.Inbound, tc.Sources}, ops: rw},
 		{kind: "topic", names: []string{tc.Inbound}, ops: []kadm.ACLOperation{kadm.OpDescribeConfigs}},
 		{kind: "topic", names: []string{tc.Endpoints, tc.Sources}, ops: []kadm.ACLOperation{kadm.OpDescribeConfigs, kadm.OpAlterConfigs}},
-		{kind: "group", names: []string{groupPrefix + "-fanout", groupPrefix + "-deliveries", groupPrefix + "-deliveries-parked", groupPrefix + "-inbound"},
+		{kind: "group", names: []string{g.Fanout, g.Deliveries, g.Parked, g.Inbound},
 			ops: []kadm.ACLOperation{kadm.OpRead}},
-		{kind: "transactional-id", names: []string{groupPrefix + "-fanout-", groupPrefix + "-inbound-"},
+		{kind: "transactional-id", names: []string{g.Fanout + "-", g.Inbound + "-"},
 			ops: []kadm.ACLOperation{kadm.OpWrite, kadm.OpDescribe}, prefixed: true},
 	}
 }

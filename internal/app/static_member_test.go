@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -32,7 +33,8 @@ func TestInstancesAreStaticMembersAndLeaveOnStop(t *testing.T) {
 			}
 			first := startApp(t, b, shared("a"))
 			startApp(t, b, shared("b"))
-			groups := []string{ns + "-fanout", ns + "-deliveries"}
+			g := topics.GroupsFor(ns)
+			groups := []string{g.Fanout, g.Deliveries}
 			for _, g := range groups {
 				waitForInstances(t, first.Brokers(), g, 30*time.Second, ns+"-a", ns+"-b")
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/timing"
@@ -28,7 +28,6 @@ import (
 
 // Defaults for Config fields left at their zero value.
 const (
-	DefaultGroup           = "laneway-inbound"
 	DefaultDedupWindow     = 30 * 24 * time.Hour
 	DefaultKeyPrefix       = "laneway:"
 	DefaultCaptureTimeout  = 10 * time.Second
@@ -53,14 +52,15 @@ type Config struct {
 	// Redis holds dedup claims and replay job progress. Required. Redis
 	// holds no truth: when it fails, requests are forwarded without dedup.
 	Redis redis.UniversalClient
-	// Group is the verify stage's consumer group. Default "laneway-inbound".
+	// Group is the verify stage's consumer group. Default
+	// topics.GroupsFor(topics.DefaultPrefix).Inbound ("laneway-inbound").
 	Group string
 	// TransactionalID prefix of the verify stage; the instance id is
 	// appended. Default: Group.
 	TransactionalID string
 	// InstanceID must be stable across restarts (a restart then fences the
 	// previous run's open transaction) and unique among instances.
-	// Default: the hostname.
+	// Default: kafkatxn.DefaultInstanceID(), the hostname.
 	InstanceID string
 	// TransactionV2 lets the verify stage use Kafka's transaction protocol
 	// version 2 where the cluster has finalised it. Default false (see
@@ -130,17 +130,13 @@ func (c *Config) setDefaults() error {
 	}
 	c.Topics = c.Topics.WithDefaults()
 	if c.Group == "" {
-		c.Group = DefaultGroup
+		c.Group = topics.GroupsFor(topics.DefaultPrefix).Inbound
 	}
 	if c.TransactionalID == "" {
 		c.TransactionalID = c.Group
 	}
 	if c.InstanceID == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "laneway"
-		}
-		c.InstanceID = host
+		c.InstanceID = kafkatxn.DefaultInstanceID()
 	}
 	setDuration(&c.VerifyBatchWait, DefaultVerifyBatchWait)
 	setDuration(&c.DedupWindow, DefaultDedupWindow)

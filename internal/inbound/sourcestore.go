@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/laneway/laneway/internal/model/sealing"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/table"
 )
 
@@ -29,12 +30,13 @@ type SourceStore struct {
 }
 
 // SourceStoreConfig configures a SourceStore opened on its own (the
-// Service opens its own from Config); Topic defaults to "laneway.sources".
+// Service opens its own from Config); Topic defaults to
+// topics.Config{}.WithDefaults().Sources ("laneway.sources").
 type SourceStoreConfig = sealing.StoreConfig
 
 // NewSourceStore connects to Kafka; Start loads and follows the topic.
 func NewSourceStore(cfg SourceStoreConfig) (*SourceStore, error) {
-	s, err := sealing.NewStore(cfg, "laneway.sources", table.Config[Source]{
+	s, err := sealing.NewStore(cfg, topics.Config{}.WithDefaults().Sources, table.Config[Source]{
 		Codec: newSourceCodec(cfg.Secrets),
 		Name:  "source", HeldNote: "its requests are captured but rejected secrets_unavailable until the key is back in the key file",
 		ErrNotFound: ErrSourceNotFound, ErrHeld: ErrSecretsUnavailable,

@@ -4,10 +4,12 @@ import (
 	"errors"
 
 	"github.com/laneway/laneway/internal/model/sealing"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/table"
 )
 
-// StoreConfig configures a Store; Topic defaults to "laneway.endpoints".
+// StoreConfig configures a Store; Topic defaults to the default endpoints
+// topic, topics.Config{}.WithDefaults().Endpoints ("laneway.endpoints").
 type StoreConfig = sealing.StoreConfig
 
 // Store is every instance's view of the endpoint config: a table.Table of
@@ -44,7 +46,7 @@ var ErrNotFound = errors.New("endpoint not found")
 
 // NewStore connects to Kafka; call Start to load and follow the topic.
 func NewStore(cfg StoreConfig) (*Store, error) {
-	s, err := sealing.NewStore(cfg, "laneway.endpoints", table.Config[Endpoint]{
+	s, err := sealing.NewStore(cfg, topics.Config{}.WithDefaults().Endpoints, table.Config[Endpoint]{
 		Codec: newCodec(cfg.Secrets),
 		Group: func(e Endpoint) string { return e.Tenant },
 		Name:  "endpoint", HeldNote: "its deliveries are held (shown paused) until the key is back in the key file",

@@ -1,7 +1,7 @@
 package topics
 
 // Groups names the consumer groups of one Laneway, built from its group
-// prefix ("laneway" by default), in this one place: the stages, the
+// prefix (DefaultPrefix by default), in this one place: the stages, the
 // instance's leave at shutdown, the tools and the docs' ACL table all
 // read them from here.
 type Groups struct {
@@ -25,13 +25,19 @@ type Groups struct {
 }
 
 // GroupsFor returns the groups of the Laneway whose group prefix is prefix.
+// Running deployments' groups hold their offsets: the names must not change.
 func GroupsFor(prefix string) Groups {
+	deliveries := prefix + "-deliveries"
 	return Groups{
-		Fanout: prefix + "-fanout", Deliveries: prefix + "-deliveries",
-		Parked: prefix + "-deliveries-parked", Inbound: prefix + "-inbound",
+		Fanout: prefix + "-fanout", Deliveries: deliveries,
+		Parked: ParkedGroup(deliveries), Inbound: prefix + "-inbound",
 		Feed: prefix + "-feed", Batch: prefix + "-batch",
 	}
 }
+
+// ParkedGroup is the memberless group of the parked progress of the
+// delivery stage whose group is deliveries.
+func ParkedGroup(deliveries string) string { return deliveries + "-parked" }
 
 // Members are the groups an instance joins as a static member.
 func (g Groups) Members() []string { return []string{g.Fanout, g.Deliveries, g.Inbound} }

@@ -14,6 +14,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// Defaults for Config fields left at their zero value, and for the group
+// prefix (GroupsFor). Existing deployments' topic and group names derive
+// from DefaultPrefix: do not change it.
+const (
+	// DefaultPrefix starts every topic ("laneway.events") and consumer
+	// group ("laneway-fanout") name.
+	DefaultPrefix              = "laneway"
+	DefaultPartitions          = 8
+	DefaultReplicationFactor   = -1 // the broker's default
+	DefaultEventsRetention     = 30 * 24 * time.Hour
+	DefaultDeliveriesRetention = 7 * 24 * time.Hour
+	DefaultDeadRetention       = 30 * 24 * time.Hour
+	DefaultInboundRetention    = 30 * 24 * time.Hour
+	DefaultFeedRetention       = 7 * 24 * time.Hour
+)
+
 // Config names the topics and sizes them. Zero values take the defaults.
 type Config struct {
 	// Events is the topic producers publish to. Default "laneway.events".
@@ -40,24 +56,28 @@ type Config struct {
 	BatchPrefix string
 
 	// Partitions of events, deliveries and parked (parked must match
-	// deliveries: partition p of both belongs to one instance). Default 8.
+	// deliveries: partition p of both belongs to one instance). Default
+	// DefaultPartitions (8).
 	Partitions int32
-	// ReplicationFactor of every topic; -1 takes the broker default. Default -1.
+	// ReplicationFactor of every topic; -1 takes the broker default.
+	// Default DefaultReplicationFactor (-1).
 	ReplicationFactor int16
 	// EventsRetention is how long events stay replayable and searchable
-	// (reconciliation API). Default 30 days.
+	// (reconciliation API). Default DefaultEventsRetention (30 days).
 	EventsRetention time.Duration
 	// DeliveriesRetention bounds how long an undelivered backlog may wait in
 	// deliveries and parked; it must exceed the 72 h delivery age limit.
-	// Default 7 days.
+	// Default DefaultDeliveriesRetention (7 days).
 	DeliveriesRetention time.Duration
-	// DeadRetention is how long dead letters stay redrivable. Default 30 days.
+	// DeadRetention is how long dead letters stay redrivable. Default
+	// DefaultDeadRetention (30 days).
 	DeadRetention time.Duration
 	// InboundRetention is how long captured inbound requests stay
-	// replayable (and kept for forensics when rejected). Default 30 days.
+	// replayable (and kept for forensics when rejected). Default
+	// DefaultInboundRetention (30 days).
 	InboundRetention time.Duration
 	// FeedRetention is how long a pull endpoint's feed keeps an event for
-	// its consumer. Default 7 days.
+	// its consumer. Default DefaultFeedRetention (7 days).
 	FeedRetention time.Duration
 }
 
@@ -76,20 +96,21 @@ func (c Config) WithPrefix(prefix string) Config {
 	return c
 }
 
-// WithDefaults returns c with every zero field set to its default.
+// WithDefaults returns c with every zero field set to its default: names
+// under DefaultPrefix, and the Default* sizes and retentions.
 func (c Config) WithDefaults() Config {
-	c = c.WithPrefix("laneway")
+	c = c.WithPrefix(DefaultPrefix)
 	if c.Partitions <= 0 {
-		c.Partitions = 8
+		c.Partitions = DefaultPartitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = -1
+		c.ReplicationFactor = DefaultReplicationFactor
 	}
-	setDuration(&c.EventsRetention, 30*24*time.Hour)
-	setDuration(&c.DeliveriesRetention, 7*24*time.Hour)
-	setDuration(&c.DeadRetention, 30*24*time.Hour)
-	setDuration(&c.InboundRetention, 30*24*time.Hour)
-	setDuration(&c.FeedRetention, 7*24*time.Hour)
+	setDuration(&c.EventsRetention, DefaultEventsRetention)
+	setDuration(&c.DeliveriesRetention, DefaultDeliveriesRetention)
+	setDuration(&c.DeadRetention, DefaultDeadRetention)
+	setDuration(&c.InboundRetention, DefaultInboundRetention)
+	setDuration(&c.FeedRetention, DefaultFeedRetention)
 	return c
 }
 

@@ -51,7 +51,7 @@ func (h *Harness) watch(ctx context.Context, interval time.Duration) {
 	adm := kadm.NewClient(h.admin)
 	var txnIDs []string
 	for _, in := range h.instanceList() {
-		txnIDs = append(txnIDs, h.name+"-fanout-"+in.ID)
+		txnIDs = append(txnIDs, topics.GroupsFor(h.name).Fanout+"-"+in.ID)
 	}
 	last := map[string]string{}
 	type lsoSeen struct {
