@@ -43,6 +43,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/partition"
 )
 
 // config is everything the flags set.
@@ -129,11 +132,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.Verify, "verify", false, "verify every signature with the Standard Webhooks library (costs receiver CPU)")
 	fs.BoolVar(&c.SharedPort, "shared-port", false, "serve all endpoints on one port (one host: they share the sender's keep-alive pool)")
 	fs.IntVar(&c.Ports, "ports", 0, "spread the endpoints over this many ports (0: one per endpoint unless the open-file limit is too low)")
-	fs.DurationVar(&c.ParkAfter, "park-after", 0, "Laneway's park-after (0: its default, 30s; the drain scenario uses 5s)")
+	fs.DurationVar(&c.ParkAfter, "park-after", 0, "Laneway's park-after (0: its default, "+partition.DefaultParkAfter.String()+"; the drain scenario uses 5s)")
 	fs.IntVar(&c.LaneBuffer, "lane-buffer", 0, "Laneway's lane buffer (0: its default)")
-	fs.Int64Var(&c.LaneBytes, "lane-bytes", 0, "Laneway's lane byte budget (0: its default, 32 MiB)")
+	fs.Int64Var(&c.LaneBytes, "lane-bytes", 0, fmt.Sprintf("Laneway's lane byte budget (0: its default, %d MiB)", partition.DefaultLaneBytes>>20))
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "Laneway's cap on attempts in flight (0: its default, half the fd limit)")
-	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 0, "Laneway's attempt timeout (0: 5s, the delivery contract; incident and drain use 30s)")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", 0, "Laneway's attempt timeout (0: "+deliver.DefaultTimeout.String()+", the delivery contract; incident and drain use 30s)")
 	c.scenarioFlags.register(fs)
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers; empty runs the embedded Kafka")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL; empty runs an in-process Redis")

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
 	"github.com/laneway/laneway/receiver"
 )
@@ -84,7 +85,7 @@ func (f *scenarioFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.FeedConsumers, "feed-consumers", 100, "feed: pull endpoints, each read by one long-polling consumer")
 	fs.Float64Var(&f.FeedRate, "feed-rate", 1000, "feed: events/s spread round-robin over the pull endpoints")
 	fs.Float64Var(&f.PushRate, "push-rate", 10000, "feed: events/s spread round-robin over the push endpoints (-endpoints) on the same partitions (0: none)")
-	fs.DurationVar(&f.FeedWait, "feed-wait", 25*time.Second, "feed: how long each read waits for new events (up to 30s)")
+	fs.DurationVar(&f.FeedWait, "feed-wait", 25*time.Second, "feed: how long each read waits for new events (up to "+feed.MaxWait.String()+")")
 	fs.DurationVar(&f.FeedPause, "feed-pause", 0, "feed: a consumer's pause after a page with events, handling it (0: read again at once; with a pause the next read finds events waiting, and its latency is the time to serve a page)")
 	fs.IntVar(&f.BatchMaxEvents, "batch-max-events", 100, "batch: max_events of the batch endpoints (1 to 1000)")
 	fs.DurationVar(&f.BatchMaxWait, "batch-max-wait", 100*time.Millisecond, "batch: max_wait of the batch endpoints (what a batch that is not full waits once the feed is read; 0 to 60s)")

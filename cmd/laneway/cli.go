@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/client"
 )
 
@@ -117,7 +118,7 @@ type clientFlags struct {
 // consumer reads a feed: its --token is the endpoint's consumer token, and
 // it prints JSON lines, so it has no -o.
 func (c *clientFlags) bind(fs *flag.FlagSet, consumer bool) envOf {
-	fs.StringVar(&c.api, "api", "http://127.0.0.1:8080", "address of the Laneway API")
+	fs.StringVar(&c.api, "api", "http://"+app.DefaultHTTPAddr, "address of the Laneway API")
 	fs.DurationVar(&c.timeout, "timeout", client.DefaultTimeout, "limit on each API request")
 	if consumer {
 		fs.StringVar(&c.token, "token", "", "the endpoint's lwf_ consumer token (laneway endpoints feed-tokens create), not the admin token")

@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/embedded"
+	"github.com/laneway/laneway/partition"
 )
 
 // demoConfig is everything `laneway demo` can be told.
@@ -58,17 +61,17 @@ func demoFlags(fs *flag.FlagSet) *demoConfig {
 	fs.StringVar(&c.api, "api", "", "use the Laneway API at this address instead of starting one (external mode)")
 	fs.StringVar(&c.token, "token", "", "admin bearer token: sent to --api, or required by the embedded Laneway's API")
 	fs.StringVar(&c.publicURL, "public-url", "", "API address to show in the printed URLs (default: the API address in use)")
-	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:8080", "embedded mode: API and console listen address")
-	fs.StringVar(&c.kafkaAddr, "embedded-kafka-addr", "127.0.0.1:9092", "embedded mode: listen address of the embedded Kafka")
+	fs.StringVar(&c.httpAddr, "http-addr", app.DefaultHTTPAddr, "embedded mode: API and console listen address")
+	fs.StringVar(&c.kafkaAddr, "embedded-kafka-addr", embedded.DefaultKafkaAddr, "embedded mode: listen address of the embedded Kafka")
 	fs.StringVar(&c.dataDir, "data-dir", "", "embedded mode: directory the embedded Kafka persists to (empty: memory only)")
-	fs.DurationVar(&c.parkAfter, "park-after", 30*time.Second, "embedded mode: park a lane whose oldest pending delivery waited this long")
+	fs.DurationVar(&c.parkAfter, "park-after", partition.DefaultParkAfter, "embedded mode: park a lane whose oldest pending delivery waited this long")
 	fs.StringVar(&c.fleetListen, "fleet-listen", "127.0.0.1:0", "listen address of the receiver fleet")
 	fs.StringVar(&c.fleetHost, "fleet-host", "", "host name Laneway reaches the fleet by (default: the --fleet-listen host, loopback for a wildcard)")
 	fs.IntVar(&c.endpoints, "endpoints", 20, "healthy (fast) customers, each its own tenant and endpoint")
 	fs.DurationVar(&c.fastMin, "fast-min", 5*time.Millisecond, "fastest answer of a healthy receiver")
 	fs.DurationVar(&c.fastMax, "fast-max", 20*time.Millisecond, "slowest answer of a healthy receiver")
 	fs.IntVar(&c.fastConcurrency, "fast-concurrency", 4, "max_concurrency of the healthy endpoints")
-	fs.DurationVar(&c.slowDelay, "slow-delay", 3*time.Second, "how long the slow customer's receiver takes to answer (keep it under the attempt timeout, 5s)")
+	fs.DurationVar(&c.slowDelay, "slow-delay", 3*time.Second, "how long the slow customer's receiver takes to answer (keep it under the attempt timeout, "+deliver.DefaultTimeout.String()+")")
 	fs.IntVar(&c.slowConcurrency, "slow-concurrency", 4, "max_concurrency of the slow customer's endpoint")
 	fs.Float64Var(&c.rate, "rate", 200, "events per second, spread evenly over the customers")
 	fs.IntVar(&c.entities, "entities", 100, "entities (orders) per customer")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
 // endpointsGroup is `laneway endpoints ...`.
@@ -52,7 +53,7 @@ time it is shown unasked. A pull endpoint's consumer reads its feed with a consu
 					fs.StringVar(&create.url, "url", "", "URL deliveries are POSTed to (required unless --mode pull, which takes none)")
 					fs.StringVar(&create.mode, "mode", "", `"push" (default: POST to --url), "pull" (a feed its consumer reads) or "batch" (POST batches to --url); fixed once created`)
 					fs.Var(&create.types, "event-types", "comma-separated event types to receive (default: every type)")
-					fs.IntVar(&create.maxConcurrency, "max-concurrency", 0, "deliveries in flight at most (0: the server's default, 4)")
+					fs.IntVar(&create.maxConcurrency, "max-concurrency", 0, fmt.Sprintf("deliveries in flight at most (0: the server's default, %d)", endpoint.DefaultMaxConcurrency))
 					fs.StringVar(&create.secret, "secret", "", "whsec_ signing secret (default: generated)")
 					fs.StringVar(&create.payload, "payload", "", `"full" (default: the event's data) or "thin" (id, type, timestamp and entity only)`)
 					create.batch.bind(fs, false)
@@ -242,9 +243,12 @@ func (b *batchFlags) bind(fs *flag.FlagSet, update bool) {
 		}
 		return " (--mode batch; default " + def + ")"
 	}
-	fs.Var(&b.maxEvents, "batch-max-events", "events in one batch at most, 1 to 1000"+note("100"))
-	fs.Var(&b.maxBytes, "batch-max-bytes", "bytes in one batch's body at most, 1024 to 16777216; a larger event goes alone"+note("1048576, 1 MiB"))
-	fs.Var(&b.maxWait, "batch-max-wait", "how long a batch that is not full waits for more events, at most 1m; 0 does not wait"+note("1s"))
+	fs.Var(&b.maxEvents, "batch-max-events", fmt.Sprintf("events in one batch at most, 1 to %d", endpoint.MaxBatchEvents)+
+		note(strconv.Itoa(endpoint.DefaultBatchMaxEvents)))
+	fs.Var(&b.maxBytes, "batch-max-bytes", fmt.Sprintf("bytes in one batch's body at most, %d to %d; a larger event goes alone", endpoint.MinBatchBytes, endpoint.MaxBatchBytes)+
+		note(fmt.Sprintf("%d, %d MiB", endpoint.DefaultBatchMaxBytes, endpoint.DefaultBatchMaxBytes>>20)))
+	fs.Var(&b.maxWait, "batch-max-wait", fmt.Sprintf("how long a batch that is not full waits for more events, at most %gm; 0 does not wait", endpoint.MaxBatchWait.Minutes())+
+		note(endpoint.DefaultBatchMaxWait.String()))
 }
 
 // config returns the sizes given, nil when none is. The API leaves out a
@@ -257,13 +261,13 @@ func (b *batchFlags) config() (*client.BatchConfig, error) {
 	var c client.BatchConfig
 	if b.maxEvents.set {
 		if b.maxEvents.n < 1 {
-			return nil, errors.New("--batch-max-events must be between 1 and 1000")
+			return nil, fmt.Errorf("--batch-max-events must be between 1 and %d", endpoint.MaxBatchEvents)
 		}
 		c.MaxEvents = b.maxEvents.n
 	}
 	if b.maxBytes.set {
 		if b.maxBytes.n < 1 {
-			return nil, errors.New("--batch-max-bytes must be between 1024 and 16777216")
+			return nil, fmt.Errorf("--batch-max-bytes must be between %d and %d", endpoint.MinBatchBytes, endpoint.MaxBatchBytes)
 		}
 		c.MaxBytes = b.maxBytes.n
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/laneway/laneway/internal/feed"
 	recv "github.com/laneway/laneway/receiver" // demo_fleet.go has a type receiver
 )
 
@@ -37,7 +38,7 @@ move its consumer's position.`,
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&o.cursor, "cursor", "", "start after this cursor (default: the acknowledged position)")
 				fs.BoolVar(&o.ack, "ack", false, "acknowledge each page once printed: move the consumer's position")
-				fs.IntVar(&o.limit, "limit", 0, "events per read, 1–1000 (default: 100)")
+				fs.IntVar(&o.limit, "limit", 0, fmt.Sprintf("events per read, 1–%d (default: %d)", feed.MaxLimit, feed.DefaultLimit))
 				fs.BoolVar(&o.once, "once", false, "print one page, without waiting for events, and stop")
 			},
 			run: func(ctx context.Context, c cmdIO, args []string) error { return tailFeed(ctx, c, args[0], o) },

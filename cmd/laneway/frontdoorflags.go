@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/inbound"
@@ -16,9 +15,9 @@ import (
 // rate limits and its keep budget for refusals.
 func frontDoorFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.StringVar(&cfg.PublicAddr, "public-addr", "", "listen address serving the inbound front door (POST /in/{source}) alone; when set, --http-addr no longer serves it (empty: the door is on --http-addr)")
-	fs.DurationVar(&cfg.HTTPLimits.ReadTimeout, "http-read-timeout", 30*time.Second, "limit on reading one whole request, body included, on every listener")
-	fs.DurationVar(&cfg.HTTPLimits.IdleTimeout, "http-idle-timeout", 120*time.Second, "close keep-alive connections idle this long")
-	fs.IntVar(&cfg.HTTPLimits.MaxHeaderBytes, "http-max-header-bytes", 64<<10, "limit on a request's line and headers (431 beyond)")
+	fs.DurationVar(&cfg.HTTPLimits.ReadTimeout, "http-read-timeout", app.DefaultReadTimeout, "limit on reading one whole request, body included, on every listener")
+	fs.DurationVar(&cfg.HTTPLimits.IdleTimeout, "http-idle-timeout", app.DefaultIdleTimeout, "close keep-alive connections idle this long")
+	fs.IntVar(&cfg.HTTPLimits.MaxHeaderBytes, "http-max-header-bytes", app.DefaultMaxHeaderBytes, "limit on a request's line and headers (431 beyond)")
 	r := &cfg.InboundRateLimits
 	fs.Float64Var(&r.PerAddress, "inbound-rate-per-address", inbound.DefaultPerAddressRate, "front door requests/s per client address (IPv6: per /64); negative: no limit")
 	fs.IntVar(&r.PerAddressBurst, "inbound-burst-per-address", 0, "front door burst per client address (0: twice the rate)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/kafka/logscan"
 )
 
 // searchFlags are the flags every time-range listing (dead list, events
@@ -22,7 +23,7 @@ type searchFlags struct {
 func (f *searchFlags) register(fs *flag.FlagSet, items, sinceHelp, untilHelp string) {
 	fs.Var(&f.since, "since", sinceHelp)
 	fs.Var(&f.until, "until", untilHelp)
-	fs.IntVar(&f.limit, "limit", 0, items+" per page, 1–1000 (default: the server's, 100)")
+	fs.IntVar(&f.limit, "limit", 0, fmt.Sprintf("%s per page, 1–%d (default: the server's, %d)", items, logscan.MaxLimit, logscan.DefaultLimit))
 	fs.StringVar(&f.cursor, "cursor", "", "continue from an earlier page's next cursor")
 	fs.BoolVar(&f.all, "all", false, "follow the cursors to the end")
 }

@@ -9,12 +9,14 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/app"
+	"github.com/laneway/laneway/internal/embedded"
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/partition"
 )
@@ -25,26 +27,26 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	lists := &listFlags{}
 	logs := &logFlags{}
 	fs.Var(&lists.brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers; empty runs the embedded Kafka")
-	fs.StringVar(&cfg.EmbeddedKafkaAddr, "embedded-kafka-addr", "127.0.0.1:9092", "listen address of the embedded Kafka (loopback only, unless --embedded-kafka-allow-remote)")
+	fs.StringVar(&cfg.EmbeddedKafkaAddr, "embedded-kafka-addr", embedded.DefaultKafkaAddr, "listen address of the embedded Kafka (loopback only, unless --embedded-kafka-allow-remote)")
 	fs.BoolVar(&cfg.EmbeddedKafkaAllowRemote, "embedded-kafka-allow-remote", false, "let the embedded Kafka listen beyond loopback: it has no authentication, anyone who reaches it reads and writes every topic")
 	fs.StringVar(&cfg.DataDir, "data-dir", "laneway-data", "directory the embedded Kafka persists to (empty: memory only)")
 	fs.StringVar(&lists.secretsKeyFile, "secrets-key-file", "", "key file sealing endpoint and source secrets on Kafka: \"<key id> <base64 of 32 bytes>\" per line, the last one seals (default with the embedded Kafka: <data-dir>/secrets.key, created)")
 	fs.BoolVar(&cfg.Secrets.AllowPlaintext, "allow-plaintext-secrets", false, "run against --kafka-brokers without --secrets-key-file, writing secrets in plaintext")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "Redis URL (redis://host:port/db, rediss:// for TLS); empty runs an in-process Redis")
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "API, console and metrics listen address")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", app.DefaultHTTPAddr, "API, console and metrics listen address")
 	frontDoorFlags(fs, cfg)
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback): at least 32 bytes (openssl rand -hex 32); two, comma-separated, during a rotation")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin token instead of --admin-token, one per line (two during a rotation)")
 	fs.StringVar(&cfg.Topics.Events, "events-topic", "", "topic producers publish events to (default <topic-prefix>.events)")
-	fs.StringVar(&lists.topicPrefix, "topic-prefix", "laneway", "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")
-	fs.StringVar(&cfg.GroupPrefix, "group-prefix", "laneway", "prefix of Laneway's consumer groups and transactional ids")
-	partitions := fs.Int("partitions", 8, "partitions of the events, deliveries and parked topics when Laneway creates them")
-	fs.DurationVar(&cfg.Topics.EventsRetention, "events-retention", 30*24*time.Hour, "retention of the events topic when Laneway creates it (replay and GET /v1/events reach this far back)")
-	fs.DurationVar(&cfg.Topics.DeliveriesRetention, "deliveries-retention", 7*24*time.Hour, "retention of the deliveries and parked topics when created (must exceed --max-age)")
-	fs.DurationVar(&cfg.Topics.DeadRetention, "dead-retention", 30*24*time.Hour, "retention of the dead-letter topic when created (how long letters stay redrivable)")
-	fs.DurationVar(&cfg.Topics.InboundRetention, "inbound-retention", 30*24*time.Hour, "retention of captured inbound requests when created")
-	fs.DurationVar(&cfg.Topics.FeedRetention, "feed-retention", 7*24*time.Hour, "retention of each pull or batch endpoint's feed topic when created (how far back a consumer may be)")
+	fs.StringVar(&lists.topicPrefix, "topic-prefix", topics.DefaultPrefix, "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")
+	fs.StringVar(&cfg.GroupPrefix, "group-prefix", topics.DefaultPrefix, "prefix of Laneway's consumer groups and transactional ids")
+	partitions := fs.Int("partitions", topics.DefaultPartitions, "partitions of the events, deliveries and parked topics when Laneway creates them")
+	fs.DurationVar(&cfg.Topics.EventsRetention, "events-retention", topics.DefaultEventsRetention, "retention of the events topic when Laneway creates it (replay and GET /v1/events reach this far back)")
+	fs.DurationVar(&cfg.Topics.DeliveriesRetention, "deliveries-retention", topics.DefaultDeliveriesRetention, "retention of the deliveries and parked topics when created (must exceed --max-age)")
+	fs.DurationVar(&cfg.Topics.DeadRetention, "dead-retention", topics.DefaultDeadRetention, "retention of the dead-letter topic when created (how long letters stay redrivable)")
+	fs.DurationVar(&cfg.Topics.InboundRetention, "inbound-retention", topics.DefaultInboundRetention, "retention of captured inbound requests when created")
+	fs.DurationVar(&cfg.Topics.FeedRetention, "feed-retention", topics.DefaultFeedRetention, "retention of each pull or batch endpoint's feed topic when created (how far back a consumer may be)")
 	fs.StringVar(&cfg.InstanceID, "instance-id", "", "stable unique name of this instance (default: hostname)")
 	fs.Var(&lists.allow, "allow-targets", "comma-separated CIDRs delivery may reach despite the SSRF guard (e.g. 127.0.0.0/8)")
 	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", deliver.DefaultTimeout, "limit on one whole HTTP delivery attempt")
@@ -58,7 +60,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.DurationVar(&cfg.Breaker.MaxPause, "breaker-max-pause", breaker.DefaultMaxPause, "longest pause; each failed probe round doubles it")
 	fs.DurationVar(&cfg.DisableAfter, "disable-after", partition.DefaultDisableAfter, "disable an endpoint failing this long without a success")
 	fs.BoolVar(&cfg.KafkaTransactionV2, "kafka-transaction-v2", false, "use Kafka's transaction protocol v2 (KIP-890 part 2) where the cluster offers it; off: v2 lost deliveries after unclean broker restarts (docs/reliability.md)")
-	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 45*time.Second, "how long a silent instance keeps its partitions (consumer group session timeout)")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", app.DefaultSessionTimeout, "how long a silent instance keeps its partitions (consumer group session timeout)")
 	fs.DurationVar(&cfg.ParkAfter, "park-after", partition.DefaultParkAfter, "park a lane whose oldest pending delivery has waited this long")
 	fs.IntVar(&cfg.LaneBuffer, "lane-buffer", partition.DefaultLaneBuffer, "park a lane holding more unstarted deliveries than this")
 	fs.Int64Var(&cfg.LaneBytes, "lane-bytes", partition.DefaultLaneBytes, "park a lane holding more bytes of deliveries than this")
@@ -66,7 +68,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", engine.DefaultMaxInFlight(), "cap on the instance's delivery attempts in flight, shared fairly among endpoints (default: half the file-descriptor limit)")
 	fs.StringVar(&cfg.OperatorWebhookURL, "operator-webhook-url", "", "URL told (signed POST) when Laneway disables an endpoint; empty: log only")
 	fs.StringVar(&cfg.OperatorWebhookSecret, "operator-webhook-secret", "", "whsec_ secret signing the operator webhook (required with its URL)")
-	fs.DurationVar(&cfg.SecretOverlap, "secret-overlap", 24*time.Hour, "how long a rotated-out endpoint secret stays valid by default")
+	fs.DurationVar(&cfg.SecretOverlap, "secret-overlap", api.DefaultSecretOverlap, "how long a rotated-out endpoint secret stays valid by default")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logs.format, "log-format", "json", "json or text")
 	lists.partitions = partitions

@@ -40,14 +40,33 @@ import (
 	"github.com/laneway/laneway/internal/secretbox"
 )
 
+// Defaults of the Config and ServerLimits fields that no other package
+// declares; `laneway serve`'s flags show these same constants.
+const (
+	// DefaultHTTPAddr is where the API, console and metrics listen.
+	DefaultHTTPAddr = "127.0.0.1:8080"
+	// DefaultSessionTimeout is Kafka's (and franz-go's) consumer group
+	// session timeout, which a zero SessionTimeout leaves to the client.
+	DefaultSessionTimeout = 45 * time.Second
+	// DefaultReadHeaderTimeout is ServerLimits.ReadHeaderTimeout's default.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout is ServerLimits.ReadTimeout's default.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultIdleTimeout is ServerLimits.IdleTimeout's default.
+	DefaultIdleTimeout = 120 * time.Second
+	// DefaultMaxHeaderBytes is ServerLimits.MaxHeaderBytes's default.
+	DefaultMaxHeaderBytes = 64 << 10
+)
+
 // Config is everything `laneway serve` can be told. Zero values take the
 // defaults documented on each field.
 type Config struct {
 	// KafkaBrokers to use; empty starts the embedded Kafka.
 	KafkaBrokers []string
 	// EmbeddedKafkaAddr is where the embedded Kafka listens. Default
-	// "127.0.0.1:9092". It has no authentication, so an address beyond
-	// loopback is refused unless EmbeddedKafkaAllowRemote is set.
+	// embedded.DefaultKafkaAddr ("127.0.0.1:9092"). It has no
+	// authentication, so an address beyond loopback is refused unless
+	// EmbeddedKafkaAllowRemote is set.
 	EmbeddedKafkaAddr string
 	// EmbeddedKafkaAllowRemote lets the embedded Kafka listen beyond
 	// loopback, where anyone who reaches it can read and write every topic,
@@ -64,7 +83,8 @@ type Config struct {
 	// Redis adds TLS files and ACL credentials to RedisURL. Default: the
 	// URL alone. Refused with the in-process Redis.
 	Redis redisconn.Config
-	// HTTPAddr is the API listen address. Default "127.0.0.1:8080".
+	// HTTPAddr is the API listen address. Default DefaultHTTPAddr
+	// ("127.0.0.1:8080").
 	HTTPAddr string
 	// PublicAddr, when set, serves the inbound front door (POST
 	// /in/{source}) alone, and HTTPAddr no longer serves it: expose this
@@ -78,7 +98,7 @@ type Config struct {
 	// and per source. Defaults as in inbound.RateLimits.
 	InboundRateLimits inbound.RateLimits
 	// InboundRefusedKeepRate is how many refused front-door requests per
-	// second are kept as metadata. Default 5 (inbound.Config).
+	// second are kept as metadata. Default inbound.DefaultRefusedKeepRate (5).
 	InboundRefusedKeepRate float64
 	// AdminToken, when set, is required as a Bearer token on /v1: one
 	// token, or two separated by a comma during a rotation, each at least
@@ -102,20 +122,24 @@ type Config struct {
 	// rebalance). Default: the hostname.
 	InstanceID string
 	// GroupPrefix prefixes the consumer group and transactional ids, so
-	// several independent Laneways can share one cluster. Default "laneway".
+	// several independent Laneways can share one cluster. Default
+	// topics.DefaultPrefix ("laneway").
 	GroupPrefix string
 	// AllowTargets are CIDRs outbound delivery may reach despite the SSRF guard.
 	AllowTargets []netip.Prefix
-	// AttemptTimeout bounds one whole HTTP attempt. Default 5s.
+	// AttemptTimeout bounds one whole HTTP attempt. Default
+	// deliver.DefaultTimeout (5s).
 	AttemptTimeout time.Duration
 	// Retry is the retry and dead-letter policy. Zero fields take the delivery contract's defaults.
 	Retry deliver.RetryPolicy
-	// CommitInterval is how often delivery watermarks are committed. Default 1s.
+	// CommitInterval is how often delivery watermarks are committed.
+	// Default engine.DefaultCommitInterval (1s).
 	CommitInterval time.Duration
-	// Breaker tunes the per-endpoint breaker (threshold 20 failures, first
-	// pause 5m, max pause 1h by default).
+	// Breaker tunes the per-endpoint breaker. Defaults breaker.DefaultThreshold
+	// (20 failures), DefaultFirstPause (5m) and DefaultMaxPause (1h).
 	Breaker breaker.Config
-	// DisableAfter disables an endpoint failing this long without a success. Default 120h.
+	// DisableAfter disables an endpoint failing this long without a
+	// success. Default partition.DefaultDisableAfter (120h).
 	DisableAfter time.Duration
 	// KafkaTransactionV2 lets the transactional stages (fan-out, inbound
 	// verify) use Kafka's transaction protocol version 2 where the cluster
@@ -123,11 +147,14 @@ type Config struct {
 	// deliveries after unclean broker restarts (package kafkatxn).
 	KafkaTransactionV2 bool
 	// SessionTimeout is how long a silent group member keeps its partitions
-	// (for example after kill -9). Default 45s, Kafka's.
+	// (for example after kill -9). Default 0: the client's,
+	// DefaultSessionTimeout (45s, Kafka's).
 	SessionTimeout time.Duration
-	// ParkAfter parks a lane whose oldest pending delivery waited this long. Default 30s.
+	// ParkAfter parks a lane whose oldest pending delivery waited this
+	// long. Default partition.DefaultParkAfter (30s).
 	ParkAfter time.Duration
-	// LaneBuffer parks a lane holding more unstarted deliveries. Default 10000.
+	// LaneBuffer parks a lane holding more unstarted deliveries. Default
+	// partition.DefaultLaneBuffer (10000).
 	LaneBuffer int
 	// LaneBytes parks a lane holding more bytes of deliveries. Default
 	// partition.DefaultLaneBytes (32 MiB).
@@ -145,7 +172,8 @@ type Config struct {
 	// OperatorWebhookSecret (whsec_...) signs the operator webhook.
 	OperatorWebhookSecret string
 	// SecretOverlap is how long a rotated-out endpoint secret stays valid
-	// unless the rotation says otherwise. Default 24h.
+	// unless the rotation says otherwise. Default api.DefaultSecretOverlap
+	// (24h).
 	SecretOverlap time.Duration
 	// OnEvent, when set, is told what the fan-out and delivery stages did
 	// (engine.Event), synchronously: it must not block. For tests that
@@ -200,10 +228,10 @@ type App struct {
 func Start(ctx context.Context, cfg Config) (*App, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = "127.0.0.1:8080"
+		cfg.HTTPAddr = DefaultHTTPAddr
 	}
 	if cfg.GroupPrefix == "" {
-		cfg.GroupPrefix = "laneway"
+		cfg.GroupPrefix = topics.DefaultPrefix
 	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = engine.DefaultInstanceID()

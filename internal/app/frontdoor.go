@@ -33,16 +33,16 @@ type ServerLimits struct {
 
 func (l ServerLimits) withDefaults() ServerLimits {
 	if l.ReadHeaderTimeout <= 0 {
-		l.ReadHeaderTimeout = 10 * time.Second
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
 	if l.ReadTimeout <= 0 {
-		l.ReadTimeout = 30 * time.Second
+		l.ReadTimeout = DefaultReadTimeout
 	}
 	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = 120 * time.Second
+		l.IdleTimeout = DefaultIdleTimeout
 	}
 	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = 64 << 10
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	return l
 }

@@ -13,17 +13,23 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/timing"
 )
 
+// DefaultKafkaAddr is where the in-process Kafka listens unless told
+// otherwise: Kafka's usual port, on loopback.
+const DefaultKafkaAddr = "127.0.0.1:9092"
+
 // KafkaConfig configures the in-process Kafka.
 type KafkaConfig struct {
-	// Addr is the listen address. Default "127.0.0.1:9092"; port 0 picks one.
+	// Addr is the listen address. Default DefaultKafkaAddr; port 0 picks one.
 	Addr string
 	// DataDir persists the cluster so a restart keeps endpoints, backlog and
 	// dead letters. Empty keeps everything in memory.
 	DataDir string
-	// Partitions is the default partition count of auto-created topics. Default 8.
+	// Partitions is the default partition count of auto-created topics.
+	// Default topics.DefaultPartitions (8), as Laneway's own topics.
 	Partitions int
 }
 
@@ -36,10 +42,10 @@ type Kafka struct {
 // StartKafka starts the cluster and returns once it listens.
 func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:9092"
+		cfg.Addr = DefaultKafkaAddr
 	}
 	if cfg.Partitions <= 0 {
-		cfg.Partitions = 8
+		cfg.Partitions = topics.DefaultPartitions
 	}
 	host, port, err := splitHostPort(cfg.Addr)
 	if err != nil {
