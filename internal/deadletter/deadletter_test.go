@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
@@ -261,7 +262,7 @@ func TestRedriveResumesAJobWhoseRunnerWentAway(t *testing.T) {
 	if _, err := first.redrive(ctx, page.Letters); err != nil {
 		t.Fatal(err)
 	}
-	norm, _, _ := prepare(req)
+	norm, _, _ := jobs.Prepare(Validate, selection)(req)
 	id := jobID(norm, "")
 	first.save(ctx, Job{
 		Head:     jobrecord.Head[Request]{ID: id, Status: StatusRunning, Request: req, Until: t0.Add(time.Hour), Matched: 100},
@@ -291,7 +292,7 @@ func TestRequestValidation(t *testing.T) {
 		{EndpointID: "ep", Since: &now, Until: &before},
 		{IDs: make([]string, MaxRequestIDs+1)},
 	} {
-		var re *RequestError
+		var re *jobs.RequestError
 		if err := Validate(req); !errors.As(err, &re) {
 			t.Errorf("%+v: err %v, want a RequestError", req, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/timing"
 )
 
@@ -35,39 +36,32 @@ const MaxRequestIDs = 10_000
 // letter of one endpoint in a time range (optionally of one reason).
 type Request = wire.RedriveRequest
 
-// RequestError says why a request was refused.
-type RequestError struct{ Reason string }
-
-func (e *RequestError) Error() string { return "invalid redrive request: " + e.Reason }
-
-// Validate checks the request's shape.
+// Validate checks the request's shape; a *jobs.RequestError says what is
+// wrong.
 func Validate(r Request) error {
 	switch {
 	case len(r.IDs) == 0 && r.EndpointID == "":
-		return &RequestError{"give ids, or endpoint_id with an optional since/until"}
+		return refused("give ids, or endpoint_id with an optional since/until")
 	case len(r.IDs) > 0 && (r.EndpointID != "" || r.Since != nil || r.Until != nil || r.Reason != ""):
-		return &RequestError{"ids cannot be combined with endpoint_id, reason, since or until"}
+		return refused("ids cannot be combined with endpoint_id, reason, since or until")
 	case len(r.IDs) > MaxRequestIDs:
-		return &RequestError{fmt.Sprintf("at most %d ids per request; use a time range for more", MaxRequestIDs)}
+		return refused(fmt.Sprintf("at most %d ids per request; use a time range for more", MaxRequestIDs))
 	case r.Since != nil && r.Until != nil && r.Until.Before(*r.Since):
-		return &RequestError{"until is before since"}
+		return refused("until is before since")
 	}
 	for _, id := range r.IDs {
 		if id == "" || len(id) > 1024 {
-			return &RequestError{"ids must be non-empty and at most 1024 bytes"}
+			return refused("ids must be non-empty and at most 1024 bytes")
 		}
 	}
 	return nil
 }
 
-// prepare checks r and puts it in its normal form (jobs.Normal), so that
-// the same request always has the same job id; its range ends at Until.
-func prepare(r Request) (Request, *time.Time, error) {
-	if err := Validate(r); err != nil {
-		return r, nil, err
-	}
-	r.IDs, r.Since, r.Until = jobs.Normal(r.IDs, r.Since, r.Until)
-	return r, r.Until, nil
+func refused(reason string) error { return &jobs.RequestError{Kind: "redrive", Reason: reason} }
+
+// selection is where a request names its letters, for jobs.Prepare.
+func selection(r *Request) jobs.Selection {
+	return jobs.Selection{IDs: &r.IDs, Since: &r.Since, Until: &r.Until}
 }
 
 // Job is a redrive's progress, as the API shows it and Redis stores it.
@@ -90,18 +84,21 @@ type Config struct {
 	Endpoints Endpoints
 	// Redis keeps job progress and which letters were redriven. Required.
 	Redis redis.UniversalClient
-	// KeyPrefix prefixes every Redis key. Default "laneway:".
+	// KeyPrefix prefixes every Redis key. Default redisconn.DefaultKeyPrefix
+	// ("laneway:").
 	KeyPrefix string
-	// PageSize is the number of letters read and written per step. Default 500.
+	// PageSize is the number of letters read and written per step. Default
+	// jobs.DefaultPageSize (500).
 	PageSize int
-	// JobTTL is how long a job's progress stays readable. Default 7 days.
+	// JobTTL is how long a job's progress stays readable. Default
+	// jobs.DefaultJobTTL (7 days).
 	JobTTL time.Duration
 	// MarkerTTL is how long a redriven letter is remembered, so that a
 	// second redrive over the same range does not send it again. It
 	// should match the dead topic's retention. Default 30 days.
 	MarkerTTL time.Duration
 	// Lease is how long a job's runner may go silent before a repeated
-	// request resumes the job elsewhere. Default 30s.
+	// request resumes the job elsewhere. Default jobs.DefaultLease (30s).
 	Lease time.Duration
 	// Logger receives job starts, ends and failures. Default slog.Default().
 	Logger *slog.Logger
@@ -114,10 +111,10 @@ func (c *Config) setDefaults() error {
 		return errors.New("deadletter: Finder, Producer, DeliveriesTopic, Endpoints and Redis are required")
 	}
 	if c.KeyPrefix == "" {
-		c.KeyPrefix = "laneway:"
+		c.KeyPrefix = redisconn.DefaultKeyPrefix
 	}
 	if c.PageSize <= 0 {
-		c.PageSize = 500
+		c.PageSize = jobs.DefaultPageSize
 	}
 	if c.MarkerTTL <= 0 {
 		c.MarkerTTL = 30 * 24 * time.Hour
@@ -150,7 +147,7 @@ func NewRedriver(cfg Config) (*Redriver, error) {
 	// may share the Redis.
 	runner, err := jobs.New(jobs.Config[Request, Job]{
 		Kind:    jobs.Paged(kind, jobs.Format[Request, Job]{Fields: redriveFields}),
-		Prepare: prepare, Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven",
+		Prepare: jobs.Prepare(Validate, selection), Redis: cfg.Redis, Name: "redrive", IDPrefix: "rd_", SentName: "redriven",
 		JobKeyPrefix:   cfg.KeyPrefix + "redrive:" + cfg.Finder.topic + ":",
 		LeaseKeyPrefix: cfg.KeyPrefix + "redrive-lease:" + cfg.Finder.topic + ":",
 		Describe:       func(req Request) []any { return []any{"endpoint", req.EndpointID, "ids", len(req.IDs)} },

@@ -37,43 +37,36 @@ type ReplayRequest struct {
 	Until  *time.Time `json:"until,omitempty"`
 }
 
-// RequestError says why a replay request was refused.
-type RequestError struct{ Reason string }
-
-func (e *RequestError) Error() string { return "invalid replay request: " + e.Reason }
-
-// Validate checks the request's shape.
-func (r *ReplayRequest) Validate() error {
+// Validate checks the request's shape; a *jobs.RequestError says what is
+// wrong.
+func (r ReplayRequest) Validate() error {
 	switch {
 	case r.Action != ActionReverify && r.Action != ActionRepublish:
-		return &RequestError{"action must be reverify or republish"}
+		return refused("action must be reverify or republish")
 	case len(r.IDs) == 0 && r.Since == nil:
-		return &RequestError{"give ids, or since with an optional until, source and status"}
+		return refused("give ids, or since with an optional until, source and status")
 	case len(r.IDs) > 0 && (r.Source != "" || r.Status != "" || r.Since != nil || r.Until != nil):
-		return &RequestError{"ids cannot be combined with source, status, since or until"}
+		return refused("ids cannot be combined with source, status, since or until")
 	case len(r.IDs) > MaxReplayIDs:
-		return &RequestError{fmt.Sprintf("at most %d ids per request; use a time range for more", MaxReplayIDs)}
+		return refused(fmt.Sprintf("at most %d ids per request; use a time range for more", MaxReplayIDs))
 	case r.Status != "" && r.Status != StatusVerified && r.Status != StatusRejected && r.Status != StatusDuplicate:
-		return &RequestError{"status must be verified, rejected or duplicate (pending requests are verified anyway)"}
+		return refused("status must be verified, rejected or duplicate (pending requests are verified anyway)")
 	case r.Since != nil && r.Until != nil && r.Until.Before(*r.Since):
-		return &RequestError{"until is before since"}
+		return refused("until is before since")
 	}
 	for _, id := range r.IDs {
 		if _, _, ok := ParseRequestID(id); !ok {
-			return &RequestError{fmt.Sprintf("%q is not a request id (in_<partition>_<offset>)", id)}
+			return refused(fmt.Sprintf("%q is not a request id (in_<partition>_<offset>)", id))
 		}
 	}
 	return nil
 }
 
-// prepare checks r and puts it in its normal form (jobs.Normal), so that
-// the same request always has the same job id; its range ends at Until.
-func prepare(r ReplayRequest) (ReplayRequest, *time.Time, error) {
-	if err := r.Validate(); err != nil {
-		return r, nil, err
-	}
-	r.IDs, r.Since, r.Until = jobs.Normal(r.IDs, r.Since, r.Until)
-	return r, r.Until, nil
+func refused(reason string) error { return &jobs.RequestError{Kind: "replay", Reason: reason} }
+
+// selection is where a request names its captures, for jobs.Prepare.
+func selection(r *ReplayRequest) jobs.Selection {
+	return jobs.Selection{IDs: &r.IDs, Since: &r.Since, Until: &r.Until}
 }
 
 // ReplayJob is a replay's progress. Replayed requests are copied to the
@@ -120,7 +113,7 @@ func newReplayer(cfg replayConfig) *replayer {
 	kind := &replay{cfg: cfg, markers: jobs.Markers{Redis: cfg.redis, TTL: cfg.jobTTL, Name: "inbound replay", Logger: cfg.logger}}
 	runner, err := jobs.New(jobs.Config[ReplayRequest, ReplayJob]{
 		Kind:    jobs.Paged(kind, jobs.Format[ReplayRequest, ReplayJob]{Fields: replayFields}),
-		Prepare: prepare, Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed",
+		Prepare: jobs.Prepare(ReplayRequest.Validate, selection), Redis: cfg.redis, Name: "inbound replay", IDPrefix: "rp_", SentName: "replayed",
 		JobKeyPrefix: cfg.prefix + "inbound:replay:", LeaseKeyPrefix: cfg.prefix + "inbound:replay-lease:",
 		Describe: func(req ReplayRequest) []any {
 			return []any{"action", req.Action, "source", req.Source, "ids", len(req.IDs)}

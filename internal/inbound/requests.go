@@ -12,6 +12,7 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 )
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.
@@ -136,7 +137,7 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	job, created, err := s.replays.Submit(r.Context(), req, r.Header.Get("Idempotency-Key"))
-	var re *RequestError
+	var re *jobs.RequestError
 	switch {
 	case errors.As(err, &re):
 		httpjson.Error(w, http.StatusBadRequest, re.Error())

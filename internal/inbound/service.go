@@ -20,8 +20,10 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/redisconn"
 	"github.com/laneway/laneway/internal/secretbox"
 	"github.com/laneway/laneway/internal/timing"
 )
@@ -29,12 +31,8 @@ import (
 // Defaults for Config fields left at their zero value.
 const (
 	DefaultDedupWindow     = 30 * 24 * time.Hour
-	DefaultKeyPrefix       = "laneway:"
 	DefaultCaptureTimeout  = 10 * time.Second
 	DefaultVerifyBatchWait = 50 * time.Millisecond
-	DefaultReplayPageSize  = 500
-	DefaultReplayJobTTL    = 7 * 24 * time.Hour
-	DefaultReplayLease     = 30 * time.Second
 	DefaultRefusedKeepRate = 5.0
 	// kafkaDefaultBatchBytes is franz-go's (and old Kafka's) batch limit,
 	// used until the inbound topic's own max.message.bytes is known.
@@ -76,7 +74,8 @@ type Config struct {
 	// DedupWindow is how long a forwarded event's dedup key is remembered.
 	// Default 30 days.
 	DedupWindow time.Duration
-	// KeyPrefix prefixes every Redis key. Default "laneway:".
+	// KeyPrefix prefixes every Redis key. Default redisconn.DefaultKeyPrefix
+	// ("laneway:").
 	KeyPrefix string
 	// CaptureTimeout bounds the wait for Kafka's acknowledgement of a
 	// capture; past it the sender gets 503 and retries. Default 10 s.
@@ -97,13 +96,13 @@ type Config struct {
 	// RefusedKeepBurst is how many refusals may be kept at once. Default 50.
 	RefusedKeepBurst int
 	// ReplayPageSize is the number of requests a replay job reads and
-	// copies per step. Default 500.
+	// copies per step. Default jobs.DefaultPageSize (500).
 	ReplayPageSize int
 	// ReplayJobTTL is how long a replay job's progress stays readable.
-	// Default 7 days.
+	// Default jobs.DefaultJobTTL (7 days).
 	ReplayJobTTL time.Duration
 	// ReplayLease is how long a replay job's runner may go silent before a
-	// repeated request resumes it elsewhere. Default 30 s.
+	// repeated request resumes it elsewhere. Default jobs.DefaultLease (30 s).
 	ReplayLease time.Duration
 	// ClientOpts returns extra franz-go options for each client by name
 	// ("inbound-capture", "inbound-verify", "inbound-sources",
@@ -141,13 +140,13 @@ func (c *Config) setDefaults() error {
 	setDuration(&c.VerifyBatchWait, DefaultVerifyBatchWait)
 	setDuration(&c.DedupWindow, DefaultDedupWindow)
 	setDuration(&c.CaptureTimeout, DefaultCaptureTimeout)
-	setDuration(&c.ReplayJobTTL, DefaultReplayJobTTL)
-	setDuration(&c.ReplayLease, DefaultReplayLease)
+	setDuration(&c.ReplayJobTTL, jobs.DefaultJobTTL)
+	setDuration(&c.ReplayLease, jobs.DefaultLease)
 	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
+		c.KeyPrefix = redisconn.DefaultKeyPrefix
 	}
 	if c.ReplayPageSize <= 0 {
-		c.ReplayPageSize = DefaultReplayPageSize
+		c.ReplayPageSize = jobs.DefaultPageSize
 	}
 	c.RateLimits.setDefaults()
 	if c.RefusedKeepRate == 0 {

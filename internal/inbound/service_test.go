@@ -421,7 +421,11 @@ func TestReplayReverifyAndRepublish(t *testing.T) {
 			{"action": "reverify", "ids": []string{"evt_1"}},
 			{"action": "reverify", "since": since, "status": "pending"},
 		} {
-			c.json(http.MethodPost, "/v1/inbound/replays", bad, http.StatusBadRequest, nil)
+			var refusal map[string]any
+			c.json(http.MethodPost, "/v1/inbound/replays", bad, http.StatusBadRequest, &refusal)
+			if msg, _ := refusal["error"].(string); !strings.HasPrefix(msg, "invalid replay request: ") || len(refusal) != 1 {
+				t.Errorf("%v: refusal %v", bad, refusal)
+			}
 		}
 		c.json(http.MethodPost, "/v1/inbound/replays", map[string]any{"action": "reverify", "since": since, "source": "nope"}, http.StatusNotFound, nil)
 	})

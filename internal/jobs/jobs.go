@@ -34,6 +34,14 @@ const (
 	StatusFailed  = jobrecord.StatusFailed
 )
 
+// Defaults of Config, and the page size of the paged kinds (redrives,
+// inbound replays) that take none.
+const (
+	DefaultJobTTL   = 7 * 24 * time.Hour
+	DefaultLease    = 30 * time.Second
+	DefaultPageSize = 500
+)
+
 // ErrStopped is returned by Submit before Start and after Stop: a job
 // launched then would have no goroutine owner to drain it.
 var ErrStopped = errors.New("jobs: the runner is not running")
@@ -184,10 +192,11 @@ type Config[Req, Rec any] struct {
 	// Describe gives the attributes of the job-started log line. Default
 	// none.
 	Describe func(req Req) []any
-	// JobTTL is how long a job's record stays readable. Default 7 days.
+	// JobTTL is how long a job's record stays readable. Default
+	// DefaultJobTTL (7 days).
 	JobTTL time.Duration
 	// Lease is how long a job's runner may go silent before a repeated
-	// request resumes the job elsewhere. Default 30s.
+	// request resumes the job elsewhere. Default DefaultLease (30s).
 	Lease time.Duration
 	// Logger receives job starts, ends and failures. Default slog.Default().
 	Logger *slog.Logger
@@ -209,10 +218,10 @@ func (c *Config[Req, Rec]) setDefaults() error {
 		c.Describe = func(Req) []any { return nil }
 	}
 	if c.JobTTL <= 0 {
-		c.JobTTL = 7 * 24 * time.Hour
+		c.JobTTL = DefaultJobTTL
 	}
 	if c.Lease <= 0 {
-		c.Lease = 30 * time.Second
+		c.Lease = DefaultLease
 	}
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
@@ -241,12 +250,6 @@ func SortIDs(ids []string) []string {
 		return ids
 	}
 	return slices.Compact(slices.Sorted(slices.Values(ids)))
-}
-
-// Normal puts the ids and time range of a request in their normal form
-// (SortIDs, UTC).
-func Normal(ids []string, since, until *time.Time) ([]string, *time.Time, *time.Time) {
-	return SortIDs(ids), UTC(since), UTC(until)
 }
 
 // UTC returns t in UTC (nil stays nil), so that the same instant written

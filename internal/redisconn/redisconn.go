@@ -17,6 +17,11 @@ import (
 	"github.com/laneway/laneway/internal/tlsfiles"
 )
 
+// DefaultKeyPrefix starts the Redis keys of Laneway's jobs and inbound
+// dedup claims unless configured otherwise. Running deployments' keys
+// start with it: do not change it.
+const DefaultKeyPrefix = "laneway:"
+
 // TLS names the CA bundle, client certificate and key of the connection.
 type TLS = tlsfiles.Config
 

@@ -9,6 +9,7 @@ import (
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 
@@ -76,7 +77,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	job, created, err := s.redrives.Submit(r.Context(), req, r.Header.Get("Idempotency-Key"))
-	var re *deadletter.RequestError
+	var re *jobs.RequestError
 	switch {
 	case errors.As(err, &re):
 		httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: re.Error(), Reason: re.Reason})

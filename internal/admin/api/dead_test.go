@@ -98,6 +98,14 @@ func TestRedriveStartsOnceAndReportsProgress(t *testing.T) {
 		t.Fatalf("progress %s", r.body)
 	}
 	wantStatus(t, h.do("GET", "/v1/redrives/rd_nope", ""), http.StatusNotFound)
+
+	// A refused request is answered with why, in the message and alone.
+	r = h.do("POST", "/v1/dead/redrive", `{}`)
+	wantStatus(t, r, http.StatusBadRequest)
+	const why = "give ids, or endpoint_id with an optional since/until"
+	if got := r.json(t); got["error"] != "invalid redrive request: "+why || got["reason"] != why {
+		t.Fatalf("refusal %s", r.body)
+	}
 }
 
 func TestRedriveRefusals(t *testing.T) {
