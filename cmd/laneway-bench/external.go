@@ -62,7 +62,7 @@ func startExternal(ctx context.Context, cfg config, name string, stderr io.Write
 	}
 	go func() { _ = e.cmd.Wait(); close(e.exited) }()
 	if err := e.awaitReady(ctx); err != nil {
-		e.Stop()
+		_ = e.Stop(context.Background()) // the readiness error says more
 		return nil, err
 	}
 	return e, nil
@@ -130,14 +130,17 @@ func (e *external) Registry() prometheus.Gatherer {
 }
 
 // Stop interrupts the child as Ctrl-C would (serve drains and commits) and
-// kills it if it has not exited within a minute.
-func (e *external) Stop() {
+// kills it if it has not exited within a minute, or when ctx ends.
+func (e *external) Stop(ctx context.Context) error {
 	defer os.RemoveAll(e.dir)
 	_ = e.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-e.exited:
+		return nil
+	case <-ctx.Done():
 	case <-time.After(time.Minute):
-		_ = e.cmd.Process.Kill()
-		<-e.exited
 	}
+	_ = e.cmd.Process.Kill()
+	<-e.exited
+	return errors.New("laneway did not exit after an interrupt: killed")
 }

@@ -43,7 +43,7 @@ type service interface {
 	// PID is Laneway's own process when it runs apart from the
 	// benchmark, 0 in this process.
 	PID() int
-	Stop()
+	Stop(ctx context.Context) error
 }
 
 // inProcess is Laneway in the benchmark's own process.
@@ -105,8 +105,10 @@ func startLaneway(ctx context.Context, cfg config, stderr io.Writer) (*laneway, 
 func (l *laneway) stop(timeout time.Duration, warn io.Writer) {
 	done := make(chan struct{})
 	go func() {
-		l.app.Stop()
-		close(done)
+		defer close(done)
+		if err := l.app.Stop(context.Background()); err != nil {
+			fmt.Fprintln(warn, "laneway-bench: warning:", err)
+		}
 	}()
 	select {
 	case <-done:

@@ -41,7 +41,11 @@ func startLaneway(t *testing.T) *app.App {
 	if err != nil {
 		t.Fatalf("start laneway: %v", err)
 	}
-	t.Cleanup(a.Stop)
+	t.Cleanup(func() {
+		if err := a.Stop(context.Background()); err != nil {
+			t.Logf("stopping laneway: %v", err)
+		}
+	})
 	return a
 }
 

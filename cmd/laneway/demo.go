@@ -144,7 +144,11 @@ func runDemo(ctx context.Context, cfg *demoConfig, stdout, stderr io.Writer) err
 		if a, err = startDemoLaneway(ctx, cfg, host, stderr); err != nil {
 			return err
 		}
-		defer a.Stop()
+		defer func() {
+			if err := a.Stop(context.Background()); err != nil {
+				fmt.Fprintln(stderr, "laneway demo: stopping:", err)
+			}
+		}()
 		base, mode = "http://"+a.HTTPAddr(), "embedded"
 	}
 	c, err := client.New(base, cfg.token, client.WithTimeout(15*time.Second), client.WithUserAgent("laneway-demo"))

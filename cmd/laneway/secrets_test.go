@@ -49,7 +49,7 @@ func TestSecretsNewKeyAndRekeyCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Stop()
+	defer func() { _ = a.Stop(context.Background()) }()
 	if err := a.Endpoints().Put(ctx, endpoint.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://example.com/", MaxConcurrency: 1,
 		Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: endpoint.NewSecret()}}}); err != nil {
 		t.Fatal(err)

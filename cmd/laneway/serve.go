@@ -195,7 +195,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	printWelcome(stdout, a, cfg.AdminToken != "" || cfg.AdminTokenFile != "")
 	<-ctx.Done()
 	logger.Info("shutting down")
-	a.Stop()
+	// A fresh context: ctx has ended, and the components must drain.
+	if err := a.Stop(context.Background()); err != nil {
+		logger.Warn("stopping", "err", err)
+	}
 	return nil
 }
 

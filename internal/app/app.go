@@ -7,6 +7,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -217,7 +218,7 @@ type App struct {
 	brokers   []string
 	kafkaOpts []kgo.Opt // TLS and SASL, on every client
 	redisURL  string
-	stops     []func()
+	stops     []func(context.Context) error
 }
 
 // Start brings every component up. On error, whatever started is stopped.
@@ -258,22 +259,34 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
-			a.Stop()
+			if stopErr := a.Stop(context.Background()); stopErr != nil {
+				a.log.Warn("stopping what started", "err", stopErr)
+			}
 			return nil, err
 		}
 	}
 	return a, nil
 }
 
-// Stop shuts components down in reverse start order.
-func (a *App) Stop() {
+// Stop shuts components down in reverse start order and returns what
+// their stops reported, joined. Each component's Stop is bounded by its
+// own limit, and all of them by ctx: pass a fresh context (not one whose
+// end asked for the stop), or components cannot drain. It may be called
+// more than once.
+func (a *App) Stop(ctx context.Context) error {
+	var errs []error
 	for i := len(a.stops) - 1; i >= 0; i-- {
-		a.stops[i]()
+		errs = append(errs, a.stops[i](ctx))
 	}
 	a.stops = nil
+	return errors.Join(errs...)
 }
 
-func (a *App) onStop(fn func()) { a.stops = append(a.stops, fn) }
+// onStop registers closing a client (or another step that cannot fail)
+// for App.Stop.
+func (a *App) onStop(fn func()) {
+	a.stops = append(a.stops, func(context.Context) error { fn(); return nil })
+}
 
 // component is every long-running part's lifecycle: Start returns once it
 // runs (or failed to), Stop stops it and waits for its goroutines, within
@@ -300,7 +313,9 @@ const stopWithin = 10 * time.Second
 // failed Start).
 func (a *App) run(ctx context.Context, c component, within time.Duration) error {
 	if err := c.Start(ctx); err != nil {
-		a.stop(c, within)
+		if stopErr := a.stop(context.Background(), c, within); stopErr != nil {
+			a.log.Warn("stopping a component that failed to start", "err", stopErr)
+		}
 		return err
 	}
 	a.stopping(c, within)
@@ -309,16 +324,17 @@ func (a *App) run(ctx context.Context, c component, within time.Duration) error 
 
 // stopping registers c's Stop for App.Stop.
 func (a *App) stopping(c stopper, within time.Duration) {
-	a.onStop(func() { a.stop(c, within) })
+	a.stops = append(a.stops, func(ctx context.Context) error { return a.stop(ctx, c, within) })
 }
 
-// stop stops c within its bound, logging its error.
-func (a *App) stop(c stopper, within time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
+// stop stops c within its bound (and ctx), naming c in its error.
+func (a *App) stop(ctx context.Context, c stopper, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	if err := c.Stop(ctx); err != nil {
-		a.log.Warn("stopping a component", "component", fmt.Sprintf("%T", c), "err", err)
+		return fmt.Errorf("stopping %T: %w", c, err)
 	}
+	return nil
 }
 
 // Brokers are the Kafka bootstrap addresses in use.

@@ -94,7 +94,7 @@ func TestBreakerSharedAcrossInstances(t *testing.T) {
 			}
 			rig.failing.Store(false)
 			stopStart := time.Now()
-			owner.app.Stop()
+			stopApp(t, owner.app)
 			stopped := time.Now()
 			// The stopped owner's last flush leaves the open breaker in
 			// Redis (unless the new owner has acted already and written its
@@ -179,7 +179,7 @@ func TestBreakerSharedRedisFlush(t *testing.T) {
 				t.Fatalf("only %v of the pause left before the handover: the scenario is too slow to tell anything", left)
 			}
 			stopStart := time.Now()
-			owner.app.Stop()
+			stopApp(t, owner.app)
 			// The new owner may have written a streak of its own by now,
 			// but the old owner's open breaker must not be back.
 			if br, err := rig.store.Load(context.Background(), rig.ep.ID); err != nil || (br.State == breaker.Open && br.OpenedAt.Equal(s1.OpenedAt)) {

@@ -142,7 +142,7 @@ func TestPullFeedEndToEndAcrossRestart(t *testing.T) {
 			t.Fatal("the long poll never answered")
 		}
 
-		a.Stop()
+		stopApp(t, a)
 		a = startWith(t, cfg)
 		api.base = "http://" + a.HTTPAddr()
 		consumer.base = api.base

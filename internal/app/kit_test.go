@@ -90,8 +90,18 @@ func startWith(t *testing.T, cfg app.Config) *app.App {
 	if err != nil {
 		t.Fatalf("start laneway: %v", err)
 	}
-	t.Cleanup(a.Stop)
+	t.Cleanup(func() { stopApp(t, a) })
 	return a
+}
+
+// stopApp stops a as a shutdown does, logging rather than failing on what
+// the stops report: several tests stop an instance whose Kafka or Redis is
+// already gone. A second stop does nothing.
+func stopApp(t *testing.T, a *app.App) {
+	t.Helper()
+	if err := a.Stop(context.Background()); err != nil {
+		t.Logf("stopping laneway: %v", err)
+	}
 }
 
 // shareCluster makes c an instance of a cluster of several: the events,

@@ -67,7 +67,7 @@ func TestRebalanceKeepsOrder(t *testing.T) {
 			second := startApp(t, b, shared("b"))
 			publishRound(1)
 			waitUntil(t, f, time.Minute, "deliveries after the join", func() bool { return f.Total() >= 300 })
-			first.Stop()
+			stopApp(t, first)
 
 			waitUntil(t, f, 3*time.Minute, "every event", func() bool {
 				for _, r := range recvs {

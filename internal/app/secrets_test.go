@@ -46,7 +46,7 @@ func TestEmbeddedKeepsItsKeyInTheDataDir(t *testing.T) {
 	if keys := testenv.SealedKeyIDs(ctx, t, a.Brokers(), a.Topics().Endpoints, secret[len(endpoint.SecretPrefix):]); keys["ep_1"] != "k1" {
 		t.Fatalf("ep_1 on the embedded topic: %q, want sealed under k1", keys["ep_1"])
 	}
-	a.Stop()
+	stopApp(t, a)
 	if st, err := os.Stat(filepath.Join(dir, app.KeyFileName)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file in the data dir: %v, %v", st, err)
 	}

@@ -25,7 +25,7 @@ func startErr(t *testing.T, cfg app.Config) error {
 	defer cancel()
 	a, err := app.Start(ctx, cfg)
 	if err == nil {
-		a.Stop()
+		stopApp(t, a)
 	}
 	return err
 }
@@ -127,7 +127,7 @@ func TestEmbeddedKafkaBeyondLoopbackWhenAllowedWarns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start with --embedded-kafka-allow-remote: %v", err)
 	}
-	a.Stop()
+	stopApp(t, a)
 	if !strings.Contains(logs.String(), "WITHOUT AUTHENTICATION") {
 		t.Fatalf("no warning logged:\n%s", logs.String())
 	}

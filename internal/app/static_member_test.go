@@ -39,7 +39,7 @@ func TestInstancesAreStaticMembersAndLeaveOnStop(t *testing.T) {
 				waitForInstances(t, first.Brokers(), g, 30*time.Second, ns+"-a", ns+"-b")
 			}
 			brokers := first.Brokers()
-			first.Stop()
+			stopApp(t, first)
 			for _, g := range groups {
 				waitForInstances(t, brokers, g, 15*time.Second, ns+"-b")
 			}
