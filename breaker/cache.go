@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 )
 
 // DefaultFlushInterval is the default of CacheConfig.FlushInterval.

@@ -24,8 +24,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/laneway/laneway/internal/ssrf"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/security/ssrf"
 	"github.com/laneway/laneway/signing"
 )
 

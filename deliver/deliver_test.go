@@ -23,7 +23,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/ssrf"
+	"github.com/laneway/laneway/internal/security/ssrf"
 	"github.com/laneway/laneway/signing"
 )
 

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/ssrf"
+	"github.com/laneway/laneway/internal/security/ssrf"
 )
 
 // rawServer is a TCP listener on 127.0.0.1 that hands each connection to

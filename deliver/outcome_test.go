@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/ssrf"
+	"github.com/laneway/laneway/internal/security/ssrf"
 )
 
 func TestClassify(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/laneway/laneway/internal/sockpeek"
+	"github.com/laneway/laneway/internal/plumbing/sockpeek"
 )
 
 // conn is one keep-alive HTTP/1.1 connection, used by one attempt at a time.

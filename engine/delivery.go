@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/model/endpoint"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/ops/health"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/partition"
 )
 

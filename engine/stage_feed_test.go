@@ -11,9 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/modes/feed"
 )
 
 // flakyFeed fails every third append before it reaches the feed, so the

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/breaker"
-	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/ops/health"
 )
 
 // Outcome kinds counted per endpoint for its health.

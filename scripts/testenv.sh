@@ -445,8 +445,8 @@ cmd_up() {
 	rtpid="$(cat "$STATE/redis-tls.pid")"
 
 	# Build the readiness probe while the JVM starts.
-	(cd "$ROOT" && go build -o "$STATE/kafkaready" ./scripts/kafkaready 8>&-) ||
-		kafka_failed "could not build scripts/kafkaready"
+	(cd "$ROOT" && go build -o "$STATE/kafkaready" ./internal/testkit/kafkaready 8>&-) ||
+		kafka_failed "could not build internal/testkit/kafkaready"
 
 	# Redis: PING until PONG.
 	wait_pong redis "$rpid" "$STATE/redis.log" -h 127.0.0.1 -p "$rport"
@@ -660,7 +660,7 @@ cmd_kafka_start() {
 	local left=$((deadline - $(date +%s)))
 	[ "$left" -gt 5 ] || left=5
 	if [ ! -x "$STATE/kafkaready" ]; then
-		(cd "$ROOT" && go build -o "$STATE/kafkaready" ./scripts/kafkaready) || die "could not build scripts/kafkaready"
+		(cd "$ROOT" && go build -o "$STATE/kafkaready" ./internal/testkit/kafkaready) || die "could not build internal/testkit/kafkaready"
 	fi
 	"$STATE/kafkaready" -brokers "127.0.0.1:$KPORT" -timeout "${left}s" -group -txn -q ||
 		{ tail -n 40 "$STATE/kafka.log" >&2 || true; die "restarted kafka did not answer metadata/group/transaction requests"; }

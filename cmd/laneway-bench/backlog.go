@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // backlogLimit is the hanging endpoint's max_concurrency in the backlog

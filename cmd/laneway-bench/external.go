@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/security/secretbox"
 	"github.com/laneway/laneway/internal/testkit/lanewayapi"
 )
 

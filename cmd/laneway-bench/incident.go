@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // The incident's shape: endpoint 0 is the slow one, the others are healthy.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // stream is a run of events to a range of endpoints, each endpoint being

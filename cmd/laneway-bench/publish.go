@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
 	"github.com/laneway/laneway/internal/testkit/poll"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // newProducer is a producer as an application publishing events would

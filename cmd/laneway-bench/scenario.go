@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/internal/modes/feed"
 	"github.com/laneway/laneway/internal/testkit/benchrecv"
 	"github.com/laneway/laneway/receiver"
 )

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/client"
 )
 
 // env is where client commands read LANEWAY_* variables; tests replace it.

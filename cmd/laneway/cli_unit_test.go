@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/model/event"
 )
 

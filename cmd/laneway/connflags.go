@@ -4,8 +4,8 @@ import (
 	"flag"
 
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
-	"github.com/laneway/laneway/internal/redisconn"
-	"github.com/laneway/laneway/internal/tlsfiles"
+	"github.com/laneway/laneway/internal/plumbing/redisconn"
+	"github.com/laneway/laneway/internal/plumbing/tlsfiles"
 )
 
 // connFlags binds the Kafka and Redis connection security settings. Each

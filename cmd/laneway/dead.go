@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 )
 
 // deadGroup is `laneway dead ...`.

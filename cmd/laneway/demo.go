@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/deliver"
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/client"
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/partition"
 )

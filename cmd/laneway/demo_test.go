@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 )
 
 // lockedBuffer is written by the demo's goroutines and read by the test.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/model/endpoint"
 )
 

@@ -6,7 +6,7 @@ import (
 	"flag"
 	"strconv"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 )
 
 // eventsGroup is `laneway events ...`.

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/internal/modes/feed"
 	recv "github.com/laneway/laneway/receiver" // demo_fleet.go has a type receiver
 )
 

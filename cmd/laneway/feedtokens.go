@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 )
 
 // feedTokenCommands are `laneway endpoints feed-tokens ...`: the consumer

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 )
 
 // listing is the result of one or more pages.

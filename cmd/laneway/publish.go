@@ -11,7 +11,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 )
 
 // maxPublishLine bounds one NDJSON line: the API refuses envelopes above

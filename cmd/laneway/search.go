@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 const secretsUsage = `Usage: laneway secrets <command>

@@ -17,7 +17,7 @@ import (
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/security/secretbox"
 	"github.com/laneway/laneway/partition"
 )
 

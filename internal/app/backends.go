@@ -19,7 +19,7 @@ import (
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/redisconn"
+	"github.com/laneway/laneway/internal/plumbing/redisconn"
 )
 
 func (a *App) startKafka(context.Context) error {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/modes/feed"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/receiver"

@@ -5,8 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/feed"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/modes/feed"
 )
 
 // startFeeds prepares pull endpoints' feeds: the writer the delivery stage

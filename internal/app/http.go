@@ -16,11 +16,11 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/admin/console"
-	"github.com/laneway/laneway/internal/deadletter"
-	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/eventsearch"
 )
 
 // startIngest opens the producer of POST /v1/events and of redrives; it

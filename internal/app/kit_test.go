@@ -31,8 +31,8 @@ import (
 
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/deadletter"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/ops/deadletter"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/endpoint"
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // SecretsConfig says how endpoint and source secrets are kept on Kafka.

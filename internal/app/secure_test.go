@@ -16,13 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/app"
-	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/redisconn"
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/ops/eventsearch"
+	"github.com/laneway/laneway/internal/plumbing/redisconn"
+	"github.com/laneway/laneway/internal/security/secretbox"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )

@@ -7,9 +7,9 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
-	"github.com/laneway/laneway/internal/health"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/notify"
+	"github.com/laneway/laneway/internal/ops/health"
+	"github.com/laneway/laneway/internal/ops/notify"
 )
 
 // The two stages and what they lean on: breakers, the operator notifier,

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 )
 
 // DefaultKafkaAddr is where the in-process Kafka listens unless told

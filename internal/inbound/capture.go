@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // Reasons the door refuses a request that never reach an outcome record:

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // maxAdminBody caps the JSON bodies of the admin routes.

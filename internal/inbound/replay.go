@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/jobs"
-	"github.com/laneway/laneway/internal/jobs/jobrecord"
+	"github.com/laneway/laneway/internal/ops/jobs"
+	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
 // Replay job states.

@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
-	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
+	"github.com/laneway/laneway/internal/ops/jobs"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // listRequests answers GET /v1/inbound/requests?source=&status=&job=&since=&until=&cursor=&limit=.

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/laneway/laneway/internal/kafka/table"
 	"github.com/laneway/laneway/internal/model/sealing"
-	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/table"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // ErrSecretsUnavailable is returned by SourceStore.Put for a source whose

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/security/secretbox"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 

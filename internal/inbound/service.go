@@ -19,13 +19,13 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/laneway/laneway/internal/admin/api"
-	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/redisconn"
-	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/ops/jobs"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/redisconn"
+	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // Defaults for Config fields left at their zero value.

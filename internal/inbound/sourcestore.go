@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
+	"github.com/laneway/laneway/internal/kafka/table"
 	"github.com/laneway/laneway/internal/model/sealing"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/table"
 )
 
 // ErrSourceNotFound is returned for an unknown source id.

@@ -304,7 +304,7 @@ func (s *Sim) setUp() {
 		if s.chance(s.p.pullShare) {
 			// A batch endpoint's attempts are appends to its feed too (its
 			// runner, which sends the feed, has its own simulation in
-			// internal/batch); the owner treats both alike.
+			// internal/modes/batch); the owner treats both alike.
 			ep.URL, ep.Mode, s.pull[id] = "", endpoint.ModePull, true
 			if s.chance(0.5) {
 				ep.URL, ep.Mode = "http://receiver/"+id, endpoint.ModeBatch

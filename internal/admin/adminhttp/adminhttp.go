@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/kafka/logscan"
+	"github.com/laneway/laneway/internal/ops/jobs"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // Search is the query every time-range search shares: since, until (RFC

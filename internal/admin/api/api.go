@@ -27,10 +27,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 )
 
 // EndpointStore is the endpoint config the API reads and changes.

@@ -7,10 +7,10 @@ import (
 	"net/url"
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
-	"github.com/laneway/laneway/internal/deadletter"
-	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/jobs"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // DeadLetterFinder searches the dead-letter topic.

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/deadletter"
-	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
 type fakeDead struct {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // toJSON is e as the API shows it: a wire.Endpoint, separate from

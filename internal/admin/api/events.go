@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 const (

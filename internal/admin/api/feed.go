@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
-	"github.com/laneway/laneway/internal/feed"
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/modes/feed"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // Feeds are the pull endpoints' feeds (feed.Service).

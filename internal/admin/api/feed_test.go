@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/feed"
+	"github.com/laneway/laneway/internal/modes/feed"
 )
 
 // A consumer token reads its own endpoint's feed only; a rotation keeps

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // toFeedTokenJSON is a consumer token as the API lists it: never its

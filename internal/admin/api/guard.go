@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // Without an admin token the API trusts whoever can reach it, which

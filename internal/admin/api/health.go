@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
-	"github.com/laneway/laneway/internal/health"
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/ops/health"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // HealthReader reads the endpoints' live health, published by their owners.

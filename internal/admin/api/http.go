@@ -8,7 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // requireToken refuses requests without an admin bearer token, or, when

@@ -34,16 +34,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/laneway/laneway/deliver"
-	"github.com/laneway/laneway/internal/deadletter"
-	"github.com/laneway/laneway/internal/eventsearch"
-	"github.com/laneway/laneway/internal/feed"
-	"github.com/laneway/laneway/internal/health"
-	"github.com/laneway/laneway/internal/httpjson"
-	"github.com/laneway/laneway/internal/jobs"
-	"github.com/laneway/laneway/internal/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/modes/feed"
+	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/eventsearch"
+	"github.com/laneway/laneway/internal/ops/health"
+	"github.com/laneway/laneway/internal/ops/jobs"
+	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 	"github.com/laneway/laneway/signing"
 )
 

@@ -6,8 +6,8 @@ import (
 	"net/url"
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
-	"github.com/laneway/laneway/internal/eventsearch"
-	"github.com/laneway/laneway/internal/httpjson"
+	"github.com/laneway/laneway/internal/ops/eventsearch"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // EventFinder searches the events topic by time range.

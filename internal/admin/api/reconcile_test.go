@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/eventsearch"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/ops/eventsearch"
 )
 
 type fakeEvents struct{ filter eventsearch.Filter }

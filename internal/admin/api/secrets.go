@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
-	"github.com/laneway/laneway/internal/httpjson"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
 // MaxSecretOverlap bounds how long a rotated-out secret may stay valid.

@@ -1,5 +1,5 @@
 // Package wire holds the admin API's JSON types: what its handlers answer
-// and what its client (internal/client, the laneway command) decodes and
+// and what its client (internal/admin/client, the laneway command) decodes and
 // sends, written once so that the two cannot drift apart. It is plain
 // data, without the server's Kafka or Redis code; openapi.json documents
 // the same shapes, and the API's contract tests check them against it.
@@ -8,7 +8,7 @@ package wire
 import (
 	"time"
 
-	"github.com/laneway/laneway/internal/jobs/jobrecord"
+	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
 // Endpoint modes: a push endpoint is POSTed its deliveries, a pull

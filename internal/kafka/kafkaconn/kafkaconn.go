@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/laneway/laneway/internal/tlsfiles"
+	"github.com/laneway/laneway/internal/plumbing/tlsfiles"
 )
 
 // TLS names the CA bundle, client certificate and key of the connection.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/tlsfiles/tlstest"
+	"github.com/laneway/laneway/internal/plumbing/tlsfiles/tlstest"
 )
 
 func TestValidateRefusesBadCombinations(t *testing.T) {

@@ -3,9 +3,9 @@ package endpoint
 import (
 	"encoding/json"
 
+	"github.com/laneway/laneway/internal/kafka/table"
 	"github.com/laneway/laneway/internal/model/sealing"
-	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/table"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // record is an Endpoint as its value on the config topic: the secrets

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/model/endpoint"
-	"github.com/laneway/laneway/internal/secretbox"
+	"github.com/laneway/laneway/internal/security/secretbox"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 

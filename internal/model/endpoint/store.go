@@ -3,9 +3,9 @@ package endpoint
 import (
 	"errors"
 
+	"github.com/laneway/laneway/internal/kafka/table"
 	"github.com/laneway/laneway/internal/model/sealing"
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/table"
 )
 
 // StoreConfig configures a Store; Topic defaults to the default endpoints

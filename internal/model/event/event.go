@@ -19,7 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/laneway/laneway/internal/jsonerr"
+	"github.com/laneway/laneway/internal/plumbing/jsonerr"
 )
 
 // Limits on envelope fields. They keep one bad producer from filling memory or

@@ -13,8 +13,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/table"
+	"github.com/laneway/laneway/internal/kafka/table"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // Box seals and opens the secrets of one kind of record.

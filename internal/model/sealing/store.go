@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/table"
+	"github.com/laneway/laneway/internal/kafka/table"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // StoreConfig configures a Store.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )

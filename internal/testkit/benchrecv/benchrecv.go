@@ -33,7 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/laneway/laneway/internal/sockpeek"
+	"github.com/laneway/laneway/internal/plumbing/sockpeek"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 

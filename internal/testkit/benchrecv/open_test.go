@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/laneway/laneway/internal/sockpeek"
+	"github.com/laneway/laneway/internal/plumbing/sockpeek"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
-	"github.com/laneway/laneway/internal/deadletter"
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/ops/deadletter"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 	"github.com/laneway/laneway/receiver"

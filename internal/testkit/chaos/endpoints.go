@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // endpointSpec is one endpoint of the receiver fleet.

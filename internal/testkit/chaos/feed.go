@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/laneway/laneway/internal/client"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/admin/client"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/receiver"
 )
 

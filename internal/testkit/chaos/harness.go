@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // Harness is one scenario's run: its laneway processes, receivers,

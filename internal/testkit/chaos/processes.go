@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/secretbox"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 // lanewayArgs are the flags every instance of the run gets.

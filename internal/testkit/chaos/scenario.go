@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 )
 
 // Scenario is one kind of fault, injected while the load runs.

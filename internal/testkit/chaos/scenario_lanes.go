@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/client"
+	"github.com/laneway/laneway/internal/admin/client"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/internal/testkit/poll"
-	"github.com/laneway/laneway/internal/timing"
 )
 
 // The scenarios of this file attack one endpoint's lane while its attempts

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/laneway/laneway/internal/model/topics"
-	"github.com/laneway/laneway/internal/timing"
+	"github.com/laneway/laneway/internal/plumbing/timing"
 )
 
 // watchEntry is one line of watch.ndjson: what the broker said about the

@@ -1,7 +1,7 @@
 // Package lanewayapi is the test kit's side of starting a Laneway HTTP API:
 // an address to give a Laneway child process and the wait until it is
 // ready. The benchmark and the chaos harness share it, so that both set a
-// Laneway up the same way; they call the API itself with internal/client.
+// Laneway up the same way; they call the API itself with internal/admin/client.
 package lanewayapi
 
 import (

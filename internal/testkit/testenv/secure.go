@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
-	"github.com/laneway/laneway/internal/redisconn"
+	"github.com/laneway/laneway/internal/plumbing/redisconn"
 )
 
 // Variables the test command sets for the authenticated services (see
