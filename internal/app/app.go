@@ -322,6 +322,21 @@ func (a *App) run(ctx context.Context, c component, within time.Duration) error 
 	return nil
 }
 
+// loadWithin bounds the start of a component that first reads a config
+// topic to its end (the endpoint store, the inbound sources).
+const loadWithin = 60 * time.Second
+
+// runLoading is run for such a component, its start bounded by loadWithin
+// and its error prefixed with what.
+func (a *App) runLoading(ctx context.Context, c component, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, loadWithin)
+	defer cancel()
+	if err := a.run(ctx, c, stopWithin); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 // stopping registers c's Stop for App.Stop.
 func (a *App) stopping(c stopper, within time.Duration) {
 	a.stops = append(a.stops, func(ctx context.Context) error { return a.stop(ctx, c, within) })

@@ -6,7 +6,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -178,10 +177,8 @@ func (a *App) startStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := a.run(ctx, store, stopWithin); err != nil {
-		return fmt.Errorf("load endpoint config: %w", err)
+	if err := a.runLoading(ctx, store, "load endpoint config"); err != nil {
+		return err
 	}
 	a.store = store
 	return nil

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -79,10 +78,8 @@ func (a *App) startInbound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := a.run(startCtx, in, stopWithin); err != nil {
-		return fmt.Errorf("inbound: %w", err)
+	if err := a.runLoading(ctx, in, "inbound"); err != nil {
+		return err
 	}
 	a.inbound = in
 	return nil
