@@ -13,7 +13,7 @@ import (
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
-	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/ops/notify"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
@@ -76,7 +76,7 @@ func TestDisabledEndpointIsRedrivenInOrder(t *testing.T) {
 		}
 		job := startRedrive(t, api, ep.ID)
 		done := waitRedrive(t, api, job.ID)
-		if done.Status != deadletter.StatusDone || done.Redriven != n {
+		if done.Status != jobs.StatusDone || done.Redriven != n {
 			t.Fatalf("redrive ended %+v, want %d redriven", done, n)
 		}
 		waitUntil(t, f, time.Minute, "every redriven event", func() bool { return distinctIDs(recv.Receipts()) >= n })

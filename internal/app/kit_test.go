@@ -33,6 +33,7 @@ import (
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/testkit/fleet"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
@@ -266,7 +267,7 @@ func waitRedrive(t *testing.T, api apiClient, id string) deadletter.Job {
 		if code != http.StatusOK || json.Unmarshal(out, &job) != nil {
 			t.Fatalf("GET /v1/redrives/%s: %d %s", id, code, out)
 		}
-		if job.Status != deadletter.StatusRunning {
+		if job.Status != jobs.StatusRunning {
 			return job
 		}
 		if time.Now().After(deadline) {

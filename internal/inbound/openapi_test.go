@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/laneway/laneway/internal/admin/api"
+	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -459,7 +460,7 @@ func TestOpenAPIInbound(t *testing.T) {
 		waitJob(t, s, c, id)
 	}
 	k.decode(specCall{method: "GET", path: "/v1/inbound/replays/" + job.ID, want: 200}, &job)
-	if job.Status != JobDone || job.Replayed != 1 || job.FinishedAt == nil {
+	if job.Status != jobs.StatusDone || job.Replayed != 1 || job.FinishedAt == nil {
 		t.Fatalf("job %+v", job)
 	}
 	k.do(specCall{method: "GET", path: "/v1/inbound/replays/rp_missing", want: 404})

@@ -14,13 +14,6 @@ import (
 	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
-// Replay job states.
-const (
-	JobRunning = jobs.StatusRunning
-	JobDone    = jobs.StatusDone
-	JobFailed  = jobs.StatusFailed
-)
-
 // MaxReplayIDs bounds the ids of one replay request (a time range has no
 // such bound).
 const MaxReplayIDs = 10_000

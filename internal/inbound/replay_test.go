@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -76,7 +77,7 @@ func TestReplayResumesARecordAnOlderVersionWrote(t *testing.T) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		var rec ReplayJob
-		if err := dec.Decode(&rec); err != nil || rec.Replayed != 2 || rec.Status != JobDone || rec.FinishedAt == nil {
+		if err := dec.Decode(&rec); err != nil || rec.Replayed != 2 || rec.Status != jobs.StatusDone || rec.FinishedAt == nil {
 			t.Fatalf("stored %s: %+v, %v", raw, rec, err)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -391,7 +392,7 @@ func TestReplayReverifyAndRepublish(t *testing.T) {
 		c.json(http.MethodPost, "/v1/inbound/replays", map[string]any{
 			"action": "reverify", "source": "stripe", "status": "rejected", "since": since,
 		}, http.StatusOK, &again)
-		if again.ID != job.ID || again.Status != JobDone {
+		if again.ID != job.ID || again.Status != jobs.StatusDone {
 			t.Fatalf("repeat %+v", again)
 		}
 
@@ -440,9 +441,9 @@ func waitJob(t *testing.T, s *Service, c *client, id string) ReplayJob {
 		var job ReplayJob
 		c.json(http.MethodGet, "/v1/inbound/replays/"+id, nil, http.StatusOK, &job)
 		switch job.Status {
-		case JobDone:
+		case jobs.StatusDone:
 			return job
-		case JobFailed:
+		case jobs.StatusFailed:
 			t.Fatalf("replay %s failed: %s", id, job.Error)
 		}
 		select {

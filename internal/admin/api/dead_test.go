@@ -11,6 +11,7 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/ops/deadletter"
+	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
@@ -45,7 +46,7 @@ func (f *fakeDead) Submit(_ context.Context, req deadletter.Request, key string)
 		return j, false, nil
 	}
 	f.submits++
-	j := deadletter.Job{Head: jobrecord.Head[deadletter.Request]{ID: id, Status: deadletter.StatusRunning, Request: req}, Tail: jobrecord.Tail{Cursor: "secret-cursor"}}
+	j := deadletter.Job{Head: jobrecord.Head[deadletter.Request]{ID: id, Status: jobs.StatusRunning, Request: req}, Tail: jobrecord.Tail{Cursor: "secret-cursor"}}
 	f.jobs[id] = j
 	return j, true, nil
 }

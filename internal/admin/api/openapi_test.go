@@ -407,12 +407,12 @@ func newSpecDead() *specDead {
 	done := t0.Add(3 * time.Second)
 	return &specDead{jobs: map[string]deadletter.Job{
 		"rd_done": {
-			Head: jobrecord.Head[deadletter.Request]{ID: "rd_done", Status: deadletter.StatusDone, Request: deadletter.Request{EndpointID: "ep_1"},
+			Head: jobrecord.Head[deadletter.Request]{ID: "rd_done", Status: jobs.StatusDone, Request: deadletter.Request{EndpointID: "ep_1"},
 				Until: t0, Scanned: 5120, Matched: 311},
 			Redriven: 309, Skipped: 2, AlreadyRedriven: 0,
 			Tail: jobrecord.Tail{StartedAt: t0, UpdatedAt: done, FinishedAt: &done, Cursor: "internal"}},
 		"rd_failed": {
-			Head: jobrecord.Head[deadletter.Request]{ID: "rd_failed", Status: deadletter.StatusFailed, Request: deadletter.Request{IDs: []string{"ev1:ep_1"}},
+			Head: jobrecord.Head[deadletter.Request]{ID: "rd_failed", Status: jobs.StatusFailed, Request: deadletter.Request{IDs: []string{"ev1:ep_1"}},
 				Until: t0, Scanned: 10},
 			Tail: jobrecord.Tail{Error: "write redriven deliveries: broker unavailable", StartedAt: t0, UpdatedAt: t0}},
 	}}
@@ -470,7 +470,7 @@ func (f *specDead) Submit(_ context.Context, req deadletter.Request, key string)
 		return j, false, nil
 	}
 	j := deadletter.Job{
-		Head: jobrecord.Head[deadletter.Request]{ID: id, Status: deadletter.StatusRunning, Request: req, Until: t0},
+		Head: jobrecord.Head[deadletter.Request]{ID: id, Status: jobs.StatusRunning, Request: req, Until: t0},
 		Tail: jobrecord.Tail{StartedAt: t0, UpdatedAt: t0, Cursor: "internal"},
 	}
 	f.jobs[id] = j

@@ -146,7 +146,7 @@ func waitJob(t *testing.T, r *Redriver, id string) Job {
 		if err != nil || !ok {
 			t.Fatalf("job %s: found %v, %v", id, ok, err)
 		}
-		if j.Status != StatusRunning {
+		if j.Status != jobs.StatusRunning {
 			return j
 		}
 		time.Sleep(10 * time.Millisecond) // polling a job's progress, not synchronising on time
@@ -202,7 +202,7 @@ func TestRedriveRangeKeepsOrderAndIsIdempotent(t *testing.T) {
 		t.Fatalf("second submit: %+v created %v, %v; want the same job", again, created, err)
 	}
 	done := waitJob(t, r, job.ID)
-	if done.Status != StatusDone || done.Redriven != 12_000 || done.Matched != 12_000 {
+	if done.Status != jobs.StatusDone || done.Redriven != 12_000 || done.Matched != 12_000 {
 		t.Fatalf("job ended %+v", done)
 	}
 	got := f.redriven(t, 12_000)
@@ -213,7 +213,7 @@ func TestRedriveRangeKeepsOrderAndIsIdempotent(t *testing.T) {
 		}
 	}
 	// A finished job answers again without sending anything.
-	if j, created, _ := r.Submit(ctx, req, ""); created || j.Status != StatusDone {
+	if j, created, _ := r.Submit(ctx, req, ""); created || j.Status != jobs.StatusDone {
 		t.Fatalf("resubmitting a finished job: %+v created %v", j, created)
 	}
 	// A different request over the same letters skips what was sent.
@@ -265,7 +265,7 @@ func TestRedriveResumesAJobWhoseRunnerWentAway(t *testing.T) {
 	norm, _, _ := jobs.Prepare(Validate, selection)(req)
 	id := jobID(norm, "")
 	first.save(ctx, Job{
-		Head:     jobrecord.Head[Request]{ID: id, Status: StatusRunning, Request: req, Until: t0.Add(time.Hour), Matched: 100},
+		Head:     jobrecord.Head[Request]{ID: id, Status: jobs.StatusRunning, Request: req, Until: t0.Add(time.Hour), Matched: 100},
 		Redriven: 100, Tail: jobrecord.Tail{Cursor: page.Next},
 	})
 
@@ -274,7 +274,7 @@ func TestRedriveResumesAJobWhoseRunnerWentAway(t *testing.T) {
 		t.Fatalf("resubmit: %+v created %v, %v; want the job resumed", job, created, err)
 	}
 	done := waitJob(t, first, id) // read through Redis: another redriver runs it
-	if done.Status != StatusDone || done.Redriven != 300 || done.AlreadyRedriven != 0 {
+	if done.Status != jobs.StatusDone || done.Redriven != 300 || done.AlreadyRedriven != 0 {
 		t.Fatalf("resumed job %+v: want 300 redriven in total and nothing twice", done)
 	}
 	if got := f.redriven(t, 300); len(got) != 300 {

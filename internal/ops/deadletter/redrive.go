@@ -21,13 +21,6 @@ import (
 	"github.com/laneway/laneway/internal/plumbing/timing"
 )
 
-// Job states.
-const (
-	StatusRunning = jobs.StatusRunning
-	StatusDone    = jobs.StatusDone
-	StatusFailed  = jobs.StatusFailed
-)
-
 // MaxRequestIDs bounds the ids of one redrive request (a time range has no
 // such bound).
 const MaxRequestIDs = 10_000

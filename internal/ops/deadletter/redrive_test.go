@@ -72,7 +72,7 @@ func TestRedriveReadsAndWritesTheRecordFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	j, created, err := r.Submit(ctx, old, "")
-	if err != nil || created || j.Status != StatusDone || j.Scanned != 9 || j.Redriven != 5 || j.AlreadyRedriven != 1 || j.Skipped != 1 {
+	if err != nil || created || j.Status != jobs.StatusDone || j.Scanned != 9 || j.Redriven != 5 || j.AlreadyRedriven != 1 || j.Skipped != 1 {
 		t.Fatalf("older record: %+v created %v, %v; want it read as done", j, created, err)
 	}
 
@@ -96,7 +96,7 @@ func TestRedriveReadsAndWritesTheRecordFormat(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(fields)); !slices.Equal(got, want) {
 		t.Fatalf("stored fields %v, want %v", got, want)
 	}
-	if fields["redriven"] != 30.0 || fields["status"] != StatusDone {
+	if fields["redriven"] != 30.0 || fields["status"] != jobs.StatusDone {
 		t.Fatalf("stored %s", raw)
 	}
 }
