@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/modes/feed"
+	"github.com/laneway/laneway/internal/testkit/deadtopic"
 )
 
 // flakyFeed fails every third append before it reaches the feed, so the
@@ -21,10 +23,27 @@ import (
 type flakyFeed struct {
 	*feed.Writer
 	n atomic.Int64
+
+	mu   sync.Mutex
+	seen map[string]bool // bodies appended before
 }
 
+// Append fails the first append of every third delivery. Per delivery, not
+// every third append: with three deliveries retrying in step, that would
+// fail the same one every time, until max_attempts dead-letters it.
 func (f *flakyFeed) Append(ctx context.Context, topic, key string, body []byte) error {
-	if f.n.Add(1)%3 == 0 {
+	f.n.Add(1)
+	f.mu.Lock()
+	first := !f.seen[string(body)]
+	if first {
+		if f.seen == nil {
+			f.seen = map[string]bool{}
+		}
+		f.seen[string(body)] = true
+	}
+	fail := first && len(f.seen)%3 == 0
+	f.mu.Unlock()
+	if fail {
 		return errors.New("broker unavailable (injected)")
 	}
 	return f.Writer.Append(ctx, topic, key, body)
@@ -88,6 +107,9 @@ func TestPullEndpointAppendsToItsFeedInOrder(t *testing.T) {
 		}
 		if len(seen) != entities*revisions {
 			t.Fatalf("%d distinct events in the feed, want %d", len(seen), entities*revisions)
+		}
+		if got := r.deadLetters(); len(got) != 0 {
+			t.Fatalf("dead letters of a pull endpoint whose appends fail once: %s", deadtopic.Describe(got))
 		}
 		if flaky.n.Load() < entities*revisions+entities*revisions/3 {
 			t.Fatalf("%d appends: the injected failures were not retried", flaky.n.Load())
