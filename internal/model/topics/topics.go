@@ -209,10 +209,11 @@ func create(ctx context.Context, adm *kadm.Client, c Config, s spec) error {
 }
 
 // checkParkedMatchesDeliveries also waits until freshly created topics show
-// up in metadata with their partitions led, so callers can produce right
-// away.
+// up in metadata with their partitions, so callers can produce right away.
+// Not for leaders: clients wait for a leader themselves, and an instance
+// starting while a broker recovers should not wait for it here.
 func checkParkedMatchesDeliveries(ctx context.Context, adm *kadm.Client, c Config) error {
-	details, err := awaitLeaders(ctx, adm, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints, c.Inbound, c.Sources)
+	details, err := awaitTopics(ctx, adm, false, c.Deliveries, c.Parked, c.Events, c.Dead, c.Endpoints, c.Inbound, c.Sources)
 	if err != nil {
 		return err
 	}
@@ -223,29 +224,29 @@ func checkParkedMatchesDeliveries(ctx context.Context, adm *kadm.Client, c Confi
 	return nil
 }
 
-// awaitLeaders waits until metadata shows every named topic with its
-// partitions, each with a leader, so that a client using a topic just
-// created is answered, not refused.
-func awaitLeaders(ctx context.Context, adm *kadm.Client, names ...string) (kadm.TopicDetails, error) {
+// awaitTopics waits until metadata shows every named topic with its
+// partitions and, with led, each partition with a leader (so that a
+// consumer reading a feed just created is answered, not refused).
+func awaitTopics(ctx context.Context, adm *kadm.Client, led bool, names ...string) (kadm.TopicDetails, error) {
 	for {
 		details, err := adm.ListTopics(ctx, names...)
-		if err == nil && allLed(details, names) {
+		if err == nil && allThere(details, names, led) {
 			return details, nil
 		}
 		if !timing.Sleep(ctx, 50*time.Millisecond) {
-			return nil, fmt.Errorf("waiting for topics %v to have leaders: %w (last error: %v)", names, ctx.Err(), err)
+			return nil, fmt.Errorf("waiting for topics %v to appear: %w (last error: %v)", names, ctx.Err(), err)
 		}
 	}
 }
 
-func allLed(details kadm.TopicDetails, names []string) bool {
+func allThere(details kadm.TopicDetails, names []string, led bool) bool {
 	for _, name := range names {
 		d, ok := details[name]
 		if !ok || d.Err != nil || len(d.Partitions) == 0 {
 			return false
 		}
 		for _, p := range d.Partitions {
-			if p.Leader < 0 {
+			if led && p.Leader < 0 {
 				return false
 			}
 		}
@@ -286,7 +287,7 @@ func EnsureFeed(ctx context.Context, adm *kadm.Client, c Config, name string) er
 	if err := create(ctx, adm, c, spec{name, 1, pointers(c.FeedConfigs())}); err != nil {
 		return err
 	}
-	_, err := awaitLeaders(ctx, adm, name)
+	_, err := awaitTopics(ctx, adm, true, name)
 	return err
 }
 
