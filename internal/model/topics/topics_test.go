@@ -2,6 +2,7 @@ package topics_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/testkit/poll"
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
@@ -46,12 +48,31 @@ func eachBackend(t *testing.T, prefix string, fn func(ctx context.Context, t *te
 }
 
 // checkCompacted fails t unless every topic named holds CompactedConfigs.
+// A real broker shows an altered config a moment after the controller
+// accepted it, so the check waits (up to 15 s) for the drift to go.
 func checkCompacted(ctx context.Context, t *testing.T, adm *kadm.Client, names ...string) {
+	t.Helper()
+	var drift []string
+	wait, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	poll.Until(wait, 50*time.Millisecond, func() bool {
+		drift = settingsDrift(ctx, t, adm, names...)
+		return len(drift) == 0
+	})
+	for _, d := range drift {
+		t.Error(d)
+	}
+}
+
+// settingsDrift describes names and lists each setting that differs from
+// CompactedConfigs.
+func settingsDrift(ctx context.Context, t *testing.T, adm *kadm.Client, names ...string) []string {
 	t.Helper()
 	described, err := adm.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var drift []string
 	for _, rc := range described {
 		if rc.Err != nil {
 			t.Fatalf("%s: %v", rc.Name, rc.Err)
@@ -62,8 +83,9 @@ func checkCompacted(ctx context.Context, t *testing.T, adm *kadm.Client, names .
 		}
 		for k, want := range topics.CompactedConfigs {
 			if got[k] != want {
-				t.Errorf("%s: %s = %q, want %q", rc.Name, k, got[k], want)
+				drift = append(drift, fmt.Sprintf("%s: %s = %q, want %q", rc.Name, k, got[k], want))
 			}
 		}
 	}
+	return drift
 }
