@@ -1,6 +1,10 @@
 package breaker
 
-import "time"
+import (
+	"time"
+
+	"github.com/laneway/laneway/internal/plumbing/valutil"
+)
 
 // Defaults of Config, from the delivery contract.
 const (
@@ -26,15 +30,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Threshold <= 0 {
-		c.Threshold = DefaultThreshold
-	}
-	if c.FirstPause <= 0 {
-		c.FirstPause = DefaultFirstPause
-	}
-	if c.MaxPause <= 0 {
-		c.MaxPause = DefaultMaxPause
-	}
+	c.Threshold = valutil.PositiveOr(c.Threshold, DefaultThreshold)
+	c.FirstPause = valutil.PositiveOr(c.FirstPause, DefaultFirstPause)
+	c.MaxPause = valutil.PositiveOr(c.MaxPause, DefaultMaxPause)
 	c.MaxPause = max(c.MaxPause, c.FirstPause)
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // DefaultFlushInterval is the default of CacheConfig.FlushInterval.
@@ -82,9 +83,7 @@ func NewCache(cfg CacheConfig) (*Cache, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("breaker: CacheConfig.Store is required")
 	}
-	if cfg.FlushInterval <= 0 {
-		cfg.FlushInterval = DefaultFlushInterval
-	}
+	cfg.FlushInterval = valutil.PositiveOr(cfg.FlushInterval, DefaultFlushInterval)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Cache{
 		store:    cfg.Store,

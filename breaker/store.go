@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,12 +52,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.TTL < 0 {
 		return nil, fmt.Errorf("breaker: negative StoreConfig.TTL %v", cfg.TTL)
 	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = DefaultKeyPrefix
-	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
+	cfg.KeyPrefix = cmp.Or(cfg.KeyPrefix, DefaultKeyPrefix)
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
 	return &Store{client: cfg.Client, prefix: cfg.KeyPrefix, ttl: cfg.TTL}, nil
 }
 

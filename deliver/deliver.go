@@ -11,6 +11,7 @@ package deliver
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 	"github.com/laneway/laneway/internal/security/ssrf"
 	"github.com/laneway/laneway/signing"
 )
@@ -87,21 +89,11 @@ const (
 const drainLimit = 4 << 10
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxErrorBody <= 0 {
-		c.MaxErrorBody = DefaultMaxErrorBody
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = DefaultUserAgent
-	}
-	if c.MaxIdleConnsPerHost <= 0 {
-		c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
-	}
-	if c.IdleConnTimeout <= 0 {
-		c.IdleConnTimeout = DefaultIdleConnTimeout
-	}
+	c.Timeout = valutil.PositiveOr(c.Timeout, DefaultTimeout)
+	c.MaxErrorBody = valutil.PositiveOr(c.MaxErrorBody, DefaultMaxErrorBody)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
+	c.MaxIdleConnsPerHost = valutil.PositiveOr(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
+	c.IdleConnTimeout = valutil.PositiveOr(c.IdleConnTimeout, DefaultIdleConnTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

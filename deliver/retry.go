@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // RetryPolicy decides when a failed delivery is tried again and when it is
@@ -40,21 +41,11 @@ const (
 )
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.Base <= 0 {
-		p.Base = DefaultRetryBase
-	}
-	if p.Max <= 0 {
-		p.Max = DefaultRetryMax
-	}
-	if p.Min <= 0 {
-		p.Min = DefaultRetryMin
-	}
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.MaxAge <= 0 {
-		p.MaxAge = DefaultMaxAge
-	}
+	p.Base = valutil.PositiveOr(p.Base, DefaultRetryBase)
+	p.Max = valutil.PositiveOr(p.Max, DefaultRetryMax)
+	p.Min = valutil.PositiveOr(p.Min, DefaultRetryMin)
+	p.MaxAttempts = valutil.PositiveOr(p.MaxAttempts, DefaultMaxAttempts)
+	p.MaxAge = valutil.PositiveOr(p.MaxAge, DefaultMaxAge)
 	return p
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/ops/health"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -176,35 +177,21 @@ func (c *DeliveryConfig) setDefaults() error {
 		return errors.New("delivery stage: Endpoints and Sender are required")
 	}
 	c.Topics = c.Topics.WithDefaults()
-	if c.Group == "" {
-		c.Group = topics.GroupsFor(topics.DefaultPrefix).Deliveries
-	}
-	setDur(&c.AttemptTimeout, deliver.DefaultTimeout)
-	setDur(&c.CommitInterval, DefaultCommitInterval)
-	setDur(&c.WakeInterval, DefaultWakeInterval)
-	setDur(&c.RevokeTimeout, c.AttemptTimeout+DefaultRevokeGrace)
-	if c.MaxPollRecords <= 0 {
-		c.MaxPollRecords = DefaultMaxPollRecords
-	}
+	c.Group = cmp.Or(c.Group, topics.GroupsFor(topics.DefaultPrefix).Deliveries)
+	c.AttemptTimeout = valutil.PositiveOr(c.AttemptTimeout, deliver.DefaultTimeout)
+	c.CommitInterval = valutil.PositiveOr(c.CommitInterval, DefaultCommitInterval)
+	c.WakeInterval = valutil.PositiveOr(c.WakeInterval, DefaultWakeInterval)
+	c.RevokeTimeout = valutil.PositiveOr(c.RevokeTimeout, c.AttemptTimeout+DefaultRevokeGrace)
+	c.MaxPollRecords = valutil.PositiveOr(c.MaxPollRecords, DefaultMaxPollRecords)
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight()
 	}
-	if c.InstanceBytes <= 0 {
-		c.InstanceBytes = DefaultInstanceBytes
-	}
-	if c.ParkedGroup == "" {
-		c.ParkedGroup = topics.ParkedGroup(c.Group)
-	}
+	c.InstanceBytes = valutil.PositiveOr(c.InstanceBytes, DefaultInstanceBytes)
+	c.ParkedGroup = cmp.Or(c.ParkedGroup, topics.ParkedGroup(c.Group))
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
 	return nil
-}
-
-func setDur(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
-	}
 }

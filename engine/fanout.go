@@ -16,6 +16,7 @@ import (
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // SubscriberIndex finds the endpoints an event goes to.
@@ -81,20 +82,12 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	}
 	cfg.Topics = cfg.Topics.WithDefaults()
 	group := topics.GroupsFor(topics.DefaultPrefix).Fanout
-	if cfg.Group == "" {
-		cfg.Group = group
-	}
-	if cfg.TransactionalID == "" {
-		cfg.TransactionalID = group
-	}
-	if cfg.InstanceID == "" {
-		cfg.InstanceID = DefaultInstanceID()
-	}
+	cfg.Group = cmp.Or(cfg.Group, group)
+	cfg.TransactionalID = cmp.Or(cfg.TransactionalID, group)
+	cfg.InstanceID = cmp.Or(cfg.InstanceID, DefaultInstanceID())
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Now = timing.Clock(cfg.Now)
-	if cfg.RepairInterval <= 0 {
-		cfg.RepairInterval = 5 * time.Second
-	}
+	cfg.RepairInterval = valutil.PositiveOr(cfg.RepairInterval, 5*time.Second)
 	txnID := cfg.TransactionalID + "-" + cfg.InstanceID // = TransactionalID()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),

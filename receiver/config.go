@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,9 +97,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.Tolerance = orDefault(c.Tolerance, DefaultTolerance)
 	c.DedupTTL = orDefault(c.DedupTTL, DefaultDedupTTL)
 	c.ClaimTTL = orDefault(c.ClaimTTL, DefaultClaimTTL)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,9 +108,7 @@ func (c FeedConfig) withDefaults() (FeedConfig, error) {
 	case c.RequestTimeout < 0 || c.BackoffMin < 0 || c.BackoffMax < 0:
 		return c, constError("receiver: negative FeedConfig duration")
 	}
-	if c.Limit == 0 {
-		c.Limit = DefaultFeedLimit
-	}
+	c.Limit = cmp.Or(c.Limit, DefaultFeedLimit)
 	c.Wait = orDefault(c.Wait, DefaultFeedWait)
 	c.RequestTimeout = orDefault(c.RequestTimeout, DefaultFeedRequestTimeout)
 	c.BackoffMin = orDefault(c.BackoffMin, DefaultFeedBackoffMin)

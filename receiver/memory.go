@@ -5,6 +5,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Defaults for the in-memory stores.
@@ -109,9 +111,7 @@ type MemoryRevisions struct {
 
 // NewMemoryRevisions returns an empty MemoryRevisions.
 func NewMemoryRevisions(cfg MemoryRevisionsConfig) *MemoryRevisions {
-	if cfg.TTL <= 0 {
-		cfg.TTL = DefaultRevisionTTL
-	}
+	cfg.TTL = valutil.PositiveOr(cfg.TTL, DefaultRevisionTTL)
 	return &MemoryRevisions{ttl: cfg.TTL, revisions: newBounded[int64](cfg.MaxEntries, cfg.Now)}
 }
 
@@ -160,9 +160,7 @@ type boundedItem[V any] struct {
 }
 
 func newBounded[V any](maxEntries int, now func() time.Time) *bounded[V] {
-	if maxEntries <= 0 {
-		maxEntries = DefaultMemoryMaxEntries
-	}
+	maxEntries = valutil.PositiveOr(maxEntries, DefaultMemoryMaxEntries)
 	if now == nil {
 		now = time.Now
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Header names from the Standard Webhooks spec.
@@ -194,9 +196,7 @@ func requiredHeaders(h http.Header) (msgID, ts, sigs string, err error) {
 // checkTimestamp refuses replays of old deliveries and timestamps from the
 // future. now.Sub saturates, so absurd timestamps cannot overflow.
 func checkTimestamp(ts, now time.Time, tolerance time.Duration) error {
-	if tolerance <= 0 {
-		tolerance = DefaultTolerance
-	}
+	tolerance = valutil.PositiveOr(tolerance, DefaultTolerance)
 	if skew := now.Sub(ts); skew > tolerance || skew < -tolerance {
 		return &TimestampError{Timestamp: ts, Now: now, Tolerance: tolerance}
 	}

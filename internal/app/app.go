@@ -224,15 +224,9 @@ type App struct {
 // Start brings every component up. On error, whatever started is stopped.
 func Start(ctx context.Context, cfg Config) (*App, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = DefaultHTTPAddr
-	}
-	if cfg.GroupPrefix == "" {
-		cfg.GroupPrefix = topics.DefaultPrefix
-	}
-	if cfg.InstanceID == "" {
-		cfg.InstanceID = engine.DefaultInstanceID()
-	}
+	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, DefaultHTTPAddr)
+	cfg.GroupPrefix = cmp.Or(cfg.GroupPrefix, topics.DefaultPrefix)
+	cfg.InstanceID = cmp.Or(cfg.InstanceID, engine.DefaultInstanceID())
 	cfg.Topics = cfg.Topics.WithDefaults()
 	tokens, err := adminTokens(cfg.AdminToken, cfg.AdminTokenFile)
 	if err != nil {

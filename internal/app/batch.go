@@ -12,6 +12,7 @@ import (
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/modes/batch"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // startBatches runs the batch endpoints' runners of the partitions the
@@ -56,9 +57,7 @@ func (w deadLetterWriter) Write(ctx context.Context, letters []event.DeadLetter)
 // when max_age dead-letters it, or it would be lost without a letter.
 func checkRetention(cfg Config) error {
 	maxAge := cfg.Retry.MaxAge
-	if maxAge <= 0 {
-		maxAge = deliver.DefaultMaxAge
-	}
+	maxAge = valutil.PositiveOr(maxAge, deliver.DefaultMaxAge)
 	for _, r := range []struct {
 		flag string
 		d    time.Duration

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/api"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // ServerLimits bound what one HTTP connection may hold, on every listener.
@@ -32,18 +33,10 @@ type ServerLimits struct {
 }
 
 func (l ServerLimits) withDefaults() ServerLimits {
-	if l.ReadHeaderTimeout <= 0 {
-		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
-	}
-	if l.ReadTimeout <= 0 {
-		l.ReadTimeout = DefaultReadTimeout
-	}
-	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = DefaultIdleTimeout
-	}
-	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
+	l.ReadHeaderTimeout = valutil.PositiveOr(l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	l.ReadTimeout = valutil.PositiveOr(l.ReadTimeout, DefaultReadTimeout)
+	l.IdleTimeout = valutil.PositiveOr(l.IdleTimeout, DefaultIdleTimeout)
+	l.MaxHeaderBytes = valutil.PositiveOr(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	return l
 }
 

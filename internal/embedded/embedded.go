@@ -5,6 +5,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // DefaultKafkaAddr is where the in-process Kafka listens unless told
@@ -41,12 +43,8 @@ type Kafka struct {
 
 // StartKafka starts the cluster and returns once it listens.
 func StartKafka(cfg KafkaConfig) (*Kafka, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultKafkaAddr
-	}
-	if cfg.Partitions <= 0 {
-		cfg.Partitions = topics.DefaultPartitions
-	}
+	cfg.Addr = cmp.Or(cfg.Addr, DefaultKafkaAddr)
+	cfg.Partitions = valutil.PositiveOr(cfg.Partitions, topics.DefaultPartitions)
 	host, port, err := splitHostPort(cfg.Addr)
 	if err != nil {
 		return nil, err
@@ -124,12 +122,8 @@ func StartRedis(addr string) (*Redis, error) {
 // StartRedisWith starts an in-process Redis and its expiry goroutine,
 // which Stop ends.
 func StartRedisWith(cfg RedisConfig) (*Redis, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:0"
-	}
-	if cfg.ExpiryInterval <= 0 {
-		cfg.ExpiryInterval = DefaultExpiryInterval
-	}
+	cfg.Addr = cmp.Or(cfg.Addr, "127.0.0.1:0")
+	cfg.ExpiryInterval = valutil.PositiveOr(cfg.ExpiryInterval, DefaultExpiryInterval)
 	cfg.Now = timing.Clock(cfg.Now)
 	srv := miniredis.NewMiniRedis()
 	if err := srv.StartAddr(cfg.Addr); err != nil {

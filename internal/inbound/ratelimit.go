@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"cmp"
 	"math"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Rate limit defaults. They are per instance: an anonymous sender spread
@@ -53,21 +56,11 @@ type RateLimits struct {
 }
 
 func (r *RateLimits) setDefaults() {
-	if r.PerAddress == 0 {
-		r.PerAddress = DefaultPerAddressRate
-	}
-	if r.PerSource == 0 {
-		r.PerSource = DefaultPerSourceRate
-	}
-	if r.PerAddressBurst <= 0 {
-		r.PerAddressBurst = burstOf(r.PerAddress)
-	}
-	if r.PerSourceBurst <= 0 {
-		r.PerSourceBurst = burstOf(r.PerSource)
-	}
-	if r.MaxAddresses <= 0 {
-		r.MaxAddresses = DefaultMaxAddresses
-	}
+	r.PerAddress = cmp.Or(r.PerAddress, DefaultPerAddressRate)
+	r.PerSource = cmp.Or(r.PerSource, DefaultPerSourceRate)
+	r.PerAddressBurst = valutil.PositiveOr(r.PerAddressBurst, burstOf(r.PerAddress))
+	r.PerSourceBurst = valutil.PositiveOr(r.PerSourceBurst, burstOf(r.PerSource))
+	r.MaxAddresses = valutil.PositiveOr(r.MaxAddresses, DefaultMaxAddresses)
 }
 
 func burstOf(perSecond float64) int { return max(1, int(math.Ceil(2*perSecond))) }

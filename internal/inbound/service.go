@@ -25,6 +25,7 @@ import (
 	"github.com/laneway/laneway/internal/plumbing/httpjson"
 	"github.com/laneway/laneway/internal/plumbing/redisconn"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
@@ -128,33 +129,19 @@ func (c *Config) setDefaults() error {
 		return errors.New("inbound: Config.Redis is required")
 	}
 	c.Topics = c.Topics.WithDefaults()
-	if c.Group == "" {
-		c.Group = topics.GroupsFor(topics.DefaultPrefix).Inbound
-	}
-	if c.TransactionalID == "" {
-		c.TransactionalID = c.Group
-	}
-	if c.InstanceID == "" {
-		c.InstanceID = kafkatxn.DefaultInstanceID()
-	}
-	setDuration(&c.VerifyBatchWait, DefaultVerifyBatchWait)
-	setDuration(&c.DedupWindow, DefaultDedupWindow)
-	setDuration(&c.CaptureTimeout, DefaultCaptureTimeout)
-	setDuration(&c.ReplayJobTTL, jobs.DefaultJobTTL)
-	setDuration(&c.ReplayLease, jobs.DefaultLease)
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = redisconn.DefaultKeyPrefix
-	}
-	if c.ReplayPageSize <= 0 {
-		c.ReplayPageSize = jobs.DefaultPageSize
-	}
+	c.Group = cmp.Or(c.Group, topics.GroupsFor(topics.DefaultPrefix).Inbound)
+	c.TransactionalID = cmp.Or(c.TransactionalID, c.Group)
+	c.InstanceID = cmp.Or(c.InstanceID, kafkatxn.DefaultInstanceID())
+	c.VerifyBatchWait = valutil.PositiveOr(c.VerifyBatchWait, DefaultVerifyBatchWait)
+	c.DedupWindow = valutil.PositiveOr(c.DedupWindow, DefaultDedupWindow)
+	c.CaptureTimeout = valutil.PositiveOr(c.CaptureTimeout, DefaultCaptureTimeout)
+	c.ReplayJobTTL = valutil.PositiveOr(c.ReplayJobTTL, jobs.DefaultJobTTL)
+	c.ReplayLease = valutil.PositiveOr(c.ReplayLease, jobs.DefaultLease)
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, redisconn.DefaultKeyPrefix)
+	c.ReplayPageSize = valutil.PositiveOr(c.ReplayPageSize, jobs.DefaultPageSize)
 	c.RateLimits.setDefaults()
-	if c.RefusedKeepRate == 0 {
-		c.RefusedKeepRate = DefaultRefusedKeepRate
-	}
-	if c.RefusedKeepBurst <= 0 {
-		c.RefusedKeepBurst = 50
-	}
+	c.RefusedKeepRate = cmp.Or(c.RefusedKeepRate, DefaultRefusedKeepRate)
+	c.RefusedKeepBurst = valutil.PositiveOr(c.RefusedKeepBurst, 50)
 	if c.ClientOpts == nil {
 		c.ClientOpts = func(string) []kgo.Opt { return nil }
 	}
@@ -164,12 +151,6 @@ func (c *Config) setDefaults() error {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
 	return nil
-}
-
-func setDuration(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
-	}
 }
 
 // Service is the inbound front door: the capture handler, the verify

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -120,18 +121,10 @@ var kindDefaults = map[string]struct{ typeField, typePrefix, entityField string 
 // prefix when the field is absent from the create request).
 func (s *Source) SetDefaults() {
 	d := kindDefaults[s.Kind]
-	if s.ToleranceSeconds == 0 {
-		s.ToleranceSeconds = int64(DefaultTolerance / time.Second)
-	}
-	if s.MaxBodyBytes == 0 {
-		s.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if s.TypeField == "" {
-		s.TypeField = d.typeField
-	}
-	if s.EntityField == "" {
-		s.EntityField = d.entityField
-	}
+	s.ToleranceSeconds = cmp.Or(s.ToleranceSeconds, int64(DefaultTolerance/time.Second))
+	s.MaxBodyBytes = cmp.Or(s.MaxBodyBytes, DefaultMaxBodyBytes)
+	s.TypeField = cmp.Or(s.TypeField, d.typeField)
+	s.EntityField = cmp.Or(s.EntityField, d.entityField)
 }
 
 // DefaultTypePrefix is the prefix a new source of kind gets ("stripe.").

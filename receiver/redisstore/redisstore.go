@@ -10,6 +10,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,12 +50,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RevisionTTL < 0 {
 		return c, fmt.Errorf("redisstore: negative Config.RevisionTTL %v", c.RevisionTTL)
 	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
-	}
-	if c.RevisionTTL == 0 {
-		c.RevisionTTL = receiver.DefaultRevisionTTL
-	}
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
+	c.RevisionTTL = cmp.Or(c.RevisionTTL, receiver.DefaultRevisionTTL)
 	return c, nil
 }
 

@@ -250,12 +250,8 @@ func (c *Config) validate() error {
 }
 
 func (c *Config) setDefaults() {
-	if c.IdempotencyTTL == 0 {
-		c.IdempotencyTTL = DefaultIdempotencyTTL
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, DefaultIdempotencyTTL)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	if c.Ready == nil {
 		c.Ready = func(context.Context) error { return nil }
 	}
@@ -264,9 +260,7 @@ func (c *Config) setDefaults() {
 	if c.NewID == nil {
 		c.NewID = uuid.NewString
 	}
-	if c.SecretOverlap == 0 {
-		c.SecretOverlap = DefaultSecretOverlap
-	}
+	c.SecretOverlap = cmp.Or(c.SecretOverlap, DefaultSecretOverlap)
 }
 
 // Handler returns the http.Handler serving every route.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // A hanging transaction is one that a partition still holds open after its
@@ -68,9 +69,7 @@ type RepairConfig struct {
 
 // NewRepair returns a Repair for cfg's producer.
 func NewRepair(cfg RepairConfig) *Repair {
-	if cfg.Every <= 0 {
-		cfg.Every = 5 * time.Second
-	}
+	cfg.Every = valutil.PositiveOr(cfg.Every, 5*time.Second)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Now = timing.Clock(cfg.Now)
 	return &Repair{cfg: cfg, adm: kadm.NewClient(cfg.Client), open: map[partitionKey]int64{}, offsetsPart: -1}

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/kafka/kread"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Limits on one page.
@@ -132,13 +133,9 @@ func (s *Scanner) Scan(ctx context.Context, q Query) (Page, error) {
 }
 
 func (q Query) withDefaults() Query {
-	if q.Limit <= 0 {
-		q.Limit = DefaultLimit
-	}
+	q.Limit = valutil.PositiveOr(q.Limit, DefaultLimit)
 	q.Limit = min(q.Limit, MaxLimit)
-	if q.MaxScan <= 0 {
-		q.MaxScan = DefaultMaxScan
-	}
+	q.MaxScan = valutil.PositiveOr(q.MaxScan, DefaultMaxScan)
 	return q
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
@@ -83,21 +84,15 @@ var ErrNotFound = errors.New("not found")
 var ErrHeld = errors.New("the record's secrets cannot be decrypted with this instance's key file")
 
 func (c *Config[T]) setDefaults() {
-	if c.Name == "" {
-		c.Name = "record"
-	}
-	if c.HeldNote == "" {
-		c.HeldNote = "held until the key is back in the key file"
-	}
+	c.Name = cmp.Or(c.Name, "record")
+	c.HeldNote = cmp.Or(c.HeldNote, "held until the key is back in the key file")
 	if c.ErrNotFound == nil {
 		c.ErrNotFound = ErrNotFound
 	}
 	if c.ErrHeld == nil {
 		c.ErrHeld = ErrHeld
 	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 30 * time.Second
-	}
+	c.WriteTimeout = valutil.PositiveOr(c.WriteTimeout, 30*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 

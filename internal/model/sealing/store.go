@@ -1,6 +1,7 @@
 package sealing
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
@@ -40,9 +41,7 @@ type Store[T any] struct {
 // it names none), as tc otherwise says; Start loads and follows it.
 func NewStore[T any](cfg StoreConfig, defaultTopic string, tc table.Config[T]) (*Store[T], error) {
 	tc.Brokers, tc.Topic, tc.ClientOpts, tc.Logger = cfg.Brokers, cfg.Topic, cfg.ClientOpts, cfg.Logger
-	if tc.Topic == "" {
-		tc.Topic = defaultTopic
-	}
+	tc.Topic = cmp.Or(tc.Topic, defaultTopic)
 	t, err := table.New(tc)
 	if err != nil {
 		return nil, err

@@ -3,15 +3,18 @@
 package topics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Defaults for Config fields left at their zero value, and for the group
@@ -100,17 +103,13 @@ func (c Config) WithPrefix(prefix string) Config {
 // under DefaultPrefix, and the Default* sizes and retentions.
 func (c Config) WithDefaults() Config {
 	c = c.WithPrefix(DefaultPrefix)
-	if c.Partitions <= 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = DefaultReplicationFactor
-	}
-	setDuration(&c.EventsRetention, DefaultEventsRetention)
-	setDuration(&c.DeliveriesRetention, DefaultDeliveriesRetention)
-	setDuration(&c.DeadRetention, DefaultDeadRetention)
-	setDuration(&c.InboundRetention, DefaultInboundRetention)
-	setDuration(&c.FeedRetention, DefaultFeedRetention)
+	c.Partitions = valutil.PositiveOr(c.Partitions, DefaultPartitions)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
+	c.EventsRetention = valutil.PositiveOr(c.EventsRetention, DefaultEventsRetention)
+	c.DeliveriesRetention = valutil.PositiveOr(c.DeliveriesRetention, DefaultDeliveriesRetention)
+	c.DeadRetention = valutil.PositiveOr(c.DeadRetention, DefaultDeadRetention)
+	c.InboundRetention = valutil.PositiveOr(c.InboundRetention, DefaultInboundRetention)
+	c.FeedRetention = valutil.PositiveOr(c.FeedRetention, DefaultFeedRetention)
 	return c
 }
 
@@ -122,12 +121,6 @@ func with(configs map[string]*string, key, value string) map[string]*string {
 func setString(s *string, def string) {
 	if *s == "" {
 		*s = def
-	}
-}
-
-func setDuration(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -132,12 +133,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("batch: Client, Group, Endpoints, Sender, Breakers, DeadLetters and Watcher are required")
 	}
 	cfg.Topics = cfg.Topics.WithDefaults()
-	if cfg.Recheck <= 0 {
-		cfg.Recheck = DefaultRecheck
-	}
-	if cfg.DisableAfter <= 0 {
-		cfg.DisableAfter = partition.DefaultDisableAfter
-	}
+	cfg.Recheck = valutil.PositiveOr(cfg.Recheck, DefaultRecheck)
+	cfg.DisableAfter = valutil.PositiveOr(cfg.DisableAfter, partition.DefaultDisableAfter)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.Now = timing.Clock(cfg.Now)
 	if cfg.Rand == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // DefaultPollInterval is how often a Watcher asks the brokers for the end
@@ -49,9 +50,7 @@ type waiter struct {
 
 // NewWatcher returns a Watcher; Start runs its poll loop.
 func NewWatcher(cfg WatcherConfig) *Watcher {
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
+	cfg.PollInterval = valutil.PositiveOr(cfg.PollInterval, DefaultPollInterval)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Watcher{cfg: cfg, waiters: map[string][]*waiter{}, stop: make(chan struct{}), done: make(chan struct{})}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/plumbing/redisconn"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // MaxRequestIDs bounds the ids of one redrive request (a time range has no
@@ -103,15 +104,9 @@ func (c *Config) setDefaults() error {
 	if c.Finder == nil || c.Producer == nil || c.DeliveriesTopic == "" || c.Endpoints == nil || c.Redis == nil {
 		return errors.New("deadletter: Finder, Producer, DeliveriesTopic, Endpoints and Redis are required")
 	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = redisconn.DefaultKeyPrefix
-	}
-	if c.PageSize <= 0 {
-		c.PageSize = jobs.DefaultPageSize
-	}
-	if c.MarkerTTL <= 0 {
-		c.MarkerTTL = 30 * 24 * time.Hour
-	}
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, redisconn.DefaultKeyPrefix)
+	c.PageSize = valutil.PositiveOr(c.PageSize, jobs.DefaultPageSize)
+	c.MarkerTTL = valutil.PositiveOr(c.MarkerTTL, 30*24*time.Hour)
 	// JobTTL and Lease take their defaults in the job runner (jobs.Config).
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/laneway/laneway/internal/admin/wire"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Breaker is an endpoint's breaker as the owner sees it: the API shows
@@ -94,15 +95,9 @@ func (c *Config) setDefaults() error {
 	if c.Redis == nil {
 		return errors.New("health: Config.Redis is required")
 	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = "laneway:health:"
-	}
-	if c.Interval <= 0 {
-		c.Interval = time.Second
-	}
-	if c.TTL <= 0 {
-		c.TTL = 24 * time.Hour
-	}
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, "laneway:health:")
+	c.Interval = valutil.PositiveOr(c.Interval, time.Second)
+	c.TTL = valutil.PositiveOr(c.TTL, 24*time.Hour)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
 	return nil

@@ -25,6 +25,7 @@ import (
 
 	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
 // Job states, as stored and shown by the API.
@@ -208,21 +209,15 @@ func (c *Config[Req, Rec]) setDefaults() error {
 	if c.Kind == nil || c.Redis == nil || c.Name == "" || c.IDPrefix == "" || c.JobKeyPrefix == "" || c.LeaseKeyPrefix == "" {
 		return errors.New("jobs: Kind, Redis, Name, IDPrefix, JobKeyPrefix and LeaseKeyPrefix are required")
 	}
-	if c.SentName == "" {
-		c.SentName = "sent"
-	}
+	c.SentName = cmp.Or(c.SentName, "sent")
 	if c.Prepare == nil {
 		c.Prepare = func(req Req) (Req, *time.Time, error) { return req, nil, nil }
 	}
 	if c.Describe == nil {
 		c.Describe = func(Req) []any { return nil }
 	}
-	if c.JobTTL <= 0 {
-		c.JobTTL = DefaultJobTTL
-	}
-	if c.Lease <= 0 {
-		c.Lease = DefaultLease
-	}
+	c.JobTTL = valutil.PositiveOr(c.JobTTL, DefaultJobTTL)
+	c.Lease = valutil.PositiveOr(c.Lease, DefaultLease)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
 	return nil

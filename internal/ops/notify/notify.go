@@ -25,6 +25,7 @@ import (
 
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 	"github.com/laneway/laneway/signing"
 )
 
@@ -69,15 +70,9 @@ func (c *Config) setDefaults() error {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	if c.Attempts <= 0 {
-		c.Attempts = 5
-	}
-	if c.Backoff <= 0 {
-		c.Backoff = time.Second
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 1000
-	}
+	c.Attempts = valutil.PositiveOr(c.Attempts, 5)
+	c.Backoff = valutil.PositiveOr(c.Backoff, time.Second)
+	c.QueueSize = valutil.PositiveOr(c.QueueSize, 1000)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
 	return nil
