@@ -61,7 +61,7 @@ func newFinder(client *kgo.Client, topic, group string) *Finder {
 	admin := kadm.NewClient(client)
 	return &Finder{
 		topic: topic, group: group, admin: admin,
-		scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), admin),
+		scanner: logscan.NewCommitted(client, topic),
 		raw:     kread.NewReader(client, topic),
 		stable:  kread.NewReader(client, topic, kread.ReadCommitted()),
 		keys:    logscan.NewKeyPartitions(admin, topic),
@@ -86,28 +86,14 @@ func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit i
 			return Page{}, err
 		}
 	}
-	type pos struct {
-		p int32
-		o int64
-	}
-	found := map[pos]Item{}
-	q.Match = func(r *kgo.Record) bool {
+	found, err := logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Item, bool) {
 		it, ok := f.itemOf(r, committed)
-		if !ok || !filter.matches(&it) {
-			return false
-		}
-		found[pos{r.Partition, r.Offset}] = it
-		return true
-	}
-	page, err := f.scanner.Scan(ctx, q)
+		return it, ok && filter.matches(&it)
+	})
 	if err != nil {
 		return Page{}, err
 	}
-	out := Page{Items: make([]Item, 0, len(page.Records)), Next: page.Next, Scanned: page.Scanned}
-	for _, r := range page.Records {
-		out.Items = append(out.Items, found[pos{r.Partition, r.Offset}])
-	}
-	return out, nil
+	return Page{Items: found.Items, Next: found.Next, Scanned: found.Scanned}, nil
 }
 
 // itemOf reads a record as a listed request: an outcome, or a capture that

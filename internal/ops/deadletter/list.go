@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/event"
 )
@@ -57,11 +56,10 @@ type Finder struct {
 // own (see kread.NewReader). Dead letters of invalid events are written in
 // the fan-out's transactions, so only committed records are read.
 func NewFinder(client *kgo.Client, topic string) *Finder {
-	admin := kadm.NewClient(client)
 	return &Finder{
 		topic:   topic,
-		scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), admin),
-		keys:    logscan.NewKeyPartitions(admin, topic),
+		scanner: logscan.NewCommitted(client, topic),
+		keys:    logscan.NewKeyPartitions(kadm.NewClient(client), topic),
 	}
 }
 
@@ -80,20 +78,14 @@ func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit i
 		return Page{}, err
 	}
 	q.Partitions = parts
-	q.Match = func(r *kgo.Record) bool {
+	found, err := logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Letter, bool) {
 		l, ok := decode(r)
-		return ok && filter.matches(l)
-	}
-	page, err := f.scanner.Scan(ctx, q)
+		return l, ok && filter.matches(l)
+	})
 	if err != nil {
 		return Page{}, err
 	}
-	letters := make([]Letter, 0, len(page.Records))
-	for _, r := range page.Records {
-		l, _ := decode(r) // matched, so it decodes
-		letters = append(letters, l)
-	}
-	return Page{Letters: letters, Next: page.Next, Scanned: page.Scanned}, nil
+	return Page{Letters: found.Items, Next: found.Next, Scanned: found.Scanned}, nil
 }
 
 func decode(r *kgo.Record) (Letter, bool) {

@@ -9,10 +9,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/laneway/laneway/internal/kafka/kread"
 	"github.com/laneway/laneway/internal/kafka/logscan"
 	"github.com/laneway/laneway/internal/model/event"
 )
@@ -46,7 +44,7 @@ type Finder struct{ scanner *logscan.Scanner }
 // Events may be written in transactions (the inbound front door), so only
 // committed records are read.
 func New(client *kgo.Client, topic string) *Finder {
-	return &Finder{scanner: logscan.New(kread.NewReader(client, topic, kread.ReadCommitted()), kadm.NewClient(client))}
+	return &Finder{scanner: logscan.NewCommitted(client, topic)}
 }
 
 // Scanned counts the records examined by every search so far.
@@ -58,20 +56,14 @@ func (f *Finder) Fetched() int64 { return f.scanner.Fetched() }
 // Find returns one page of events matching filter, continuing from cursor.
 func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit int) (Page, error) {
 	q := logscan.Query{Since: filter.Since, Until: filter.Until, Cursor: cursor, Limit: limit}
-	q.Match = func(r *kgo.Record) bool {
-		env, ok := decode(r)
-		return ok && filter.matches(env.Envelope)
-	}
-	page, err := f.scanner.Scan(ctx, q)
+	found, err := logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Event, bool) {
+		e, ok := decode(r)
+		return e, ok && filter.matches(e.Envelope)
+	})
 	if err != nil {
 		return Page{}, err
 	}
-	out := Page{Events: make([]Event, 0, len(page.Records)), Next: page.Next, Scanned: page.Scanned}
-	for _, r := range page.Records {
-		e, _ := decode(r) // matched, so it decodes
-		out.Events = append(out.Events, e)
-	}
-	return out, nil
+	return Page{Events: found.Items, Next: found.Next, Scanned: found.Scanned}, nil
 }
 
 // decode reads an event record leniently: a record that is not an envelope
