@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/kafka/offsets"
 	"github.com/laneway/laneway/internal/plumbing/timing"
 	"github.com/laneway/laneway/partition"
 )
@@ -70,7 +69,7 @@ func (s *DeliveryStage) tryAssignmentOffsets(ctx context.Context, p int32) (at p
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var meta string
-	if at.DeliveriesCommitted, meta, err = committedOffset(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
+	if at.DeliveriesCommitted, meta, err = offsets.CommittedOrStart(ctx, s.admin, s.cfg.Group, s.cfg.Topics.Deliveries, p); err != nil {
 		return at, fmt.Errorf("deliveries commit: %w", err)
 	}
 	if at.Parked, err = s.parkedProgress(ctx, p, meta); err != nil {
@@ -99,7 +98,7 @@ func (s *DeliveryStage) parkedProgress(ctx context.Context, p int32, meta string
 	if !errors.Is(err, partition.ErrNoProgress) {
 		s.cfg.Logger.Warn("unreadable parked progress in the deliveries commit; reading the parked group's", "partition", p, "err", err)
 	}
-	at, _, err := committedOffset(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p)
+	at, _, err := offsets.CommittedOrStart(ctx, s.admin, s.cfg.ParkedGroup, s.cfg.Topics.Parked, p)
 	if err != nil {
 		return progress, fmt.Errorf("parked commit: %w", err)
 	}
@@ -128,26 +127,6 @@ func (s *DeliveryStage) lastRecordEnd(ctx context.Context, p int32, from, end in
 		}
 	}
 	return last, nil
-}
-
-// committedOffset returns group's committed offset for topic/p with its
-// metadata, or the log start when it has none.
-func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string, p int32) (int64, string, error) {
-	resp, err := adm.FetchOffsets(ctx, group)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) { // a group that never committed
-		return 0, "", err
-	}
-	if o, ok := resp.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
-		return o.At, o.Metadata, nil
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return 0, "", err
-	}
-	if o, ok := starts.Lookup(topic, p); ok && o.Err == nil {
-		return o.Offset, "", nil
-	}
-	return 0, "", nil
 }
 
 func (s *DeliveryStage) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/kafka/kread"
+	"github.com/laneway/laneway/internal/kafka/offsets"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/plumbing/timing"
@@ -86,22 +87,8 @@ func (r *runner) begin(ctx context.Context) (*Core, bool) {
 
 // cursor is the committed position, or the feed's start.
 func (r *runner) cursor(ctx context.Context) (int64, error) {
-	adm := kadm.NewClient(r.m.cfg.Client)
-	offs, err := adm.FetchOffsetsForTopics(ctx, r.m.cfg.Group, r.topic)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return 0, err
-	}
-	if o, ok := offs.Lookup(r.topic, 0); ok && o.Err == nil && o.At >= 0 {
-		return o.At, nil
-	}
-	starts, err := adm.ListStartOffsets(ctx, r.topic)
-	if err != nil {
-		return 0, err
-	}
-	if s, ok := starts.Lookup(r.topic, 0); ok && s.Err == nil {
-		return s.Offset, nil
-	}
-	return 0, nil
+	at, _, err := offsets.CommittedOrStart(ctx, kadm.NewClient(r.m.cfg.Client), r.m.cfg.Group, r.topic, 0)
+	return at, err
 }
 
 // step does one thing: drain, wait, read or send. It returns false when
@@ -347,13 +334,7 @@ func (r *runner) disable(ctx context.Context, reason string) {
 
 // commit stores the cursor in the batch group.
 func (r *runner) commit(ctx context.Context, at int64) error {
-	offs := kadm.Offsets{}
-	offs.AddOffset(r.topic, 0, at, -1)
-	resp, err := kadm.NewClient(r.m.cfg.Client).CommitOffsets(ctx, r.m.cfg.Group, offs)
-	if err == nil {
-		err = resp.Error()
-	}
-	return err
+	return offsets.Commit(ctx, kadm.NewClient(r.m.cfg.Client), r.m.cfg.Group, r.topic, 0, at)
 }
 
 // drain ends what the feed holds as dead letters once the endpoint is

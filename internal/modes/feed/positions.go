@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/laneway/laneway/internal/kafka/kread"
+	"github.com/laneway/laneway/internal/kafka/offsets"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/timing"
 )
@@ -98,13 +99,7 @@ func (p *Positions) Ack(ctx context.Context, endpointID string, offset int64) (i
 	if pos.HasAcked && offset <= pos.Acked {
 		return pos.Acked, nil
 	}
-	offs := kadm.Offsets{}
-	offs.AddOffset(topic, 0, offset, -1)
-	cr, err := p.cfg.Admin.CommitOffsets(ctx, p.cfg.Group, offs)
-	if err == nil {
-		err = cr.Error()
-	}
-	if err != nil {
+	if err := offsets.Commit(ctx, p.cfg.Admin, p.cfg.Group, topic, 0, offset); err != nil {
 		return 0, fmt.Errorf("acknowledge feed %s: %w", topic, err)
 	}
 	return offset, nil
@@ -115,17 +110,11 @@ func (p *Positions) Ack(ctx context.Context, endpointID string, offset int64) (i
 func (p *Positions) Position(ctx context.Context, endpointID string) (Position, error) {
 	topic := p.topic(endpointID)
 	var pos Position
-	starts, err := p.cfg.Admin.ListStartOffsets(ctx, topic)
+	s, e, ok, err := offsets.Bounds(ctx, p.cfg.Admin, topic, 0)
 	if err != nil {
 		return pos, fmt.Errorf("feed %s bounds: %w", topic, err)
 	}
-	ends, err := p.cfg.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return pos, fmt.Errorf("feed %s bounds: %w", topic, err)
-	}
-	s, sok := starts.Lookup(topic, 0)
-	e, eok := ends.Lookup(topic, 0)
-	if !sok || !eok || errors.Is(s.Err, kerr.UnknownTopicOrPartition) {
+	if !ok || errors.Is(s.Err, kerr.UnknownTopicOrPartition) {
 		return pos, nil // not created yet: an empty feed
 	}
 	if s.Err != nil || e.Err != nil {

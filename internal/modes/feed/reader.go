@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/laneway/laneway/internal/kafka/kread"
+	"github.com/laneway/laneway/internal/kafka/offsets"
 	"github.com/laneway/laneway/internal/model/topics"
 )
 
@@ -133,17 +134,10 @@ func (r *Reader) read(ctx context.Context, topic string, from int64, limit int) 
 func (r *Reader) outOfRange(ctx context.Context, topic string, from int64, res kread.Result) error {
 	start, end := res.LogStartOffset, res.HighWatermark
 	if start < 0 || end < 0 {
-		adm := kadm.NewClient(r.cfg.Client)
-		starts, err := adm.ListStartOffsets(ctx, topic)
+		s, e, _, err := offsets.Bounds(ctx, kadm.NewClient(r.cfg.Client), topic, 0)
 		if err != nil {
 			return fmt.Errorf("feed %s bounds: %w", topic, err)
 		}
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return fmt.Errorf("feed %s bounds: %w", topic, err)
-		}
-		s, _ := starts.Lookup(topic, 0)
-		e, _ := ends.Lookup(topic, 0)
 		start, end = s.Offset, e.Offset
 	}
 	if from < start {
