@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/laneway/laneway/internal/plumbing/httpjson"
+	"github.com/laneway/laneway/internal/plumbing/statuswriter"
 )
 
 // requireToken refuses requests without an admin bearer token, or, when
@@ -88,45 +89,11 @@ func (p *statusProbe) Header() http.Header         { return p.header }
 func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
-// recordingWriter remembers the status and size of a response for the
-// access log and for the panic handler.
-type recordingWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (w *recordingWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *recordingWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func record(w http.ResponseWriter) *recordingWriter {
-	if rw, ok := w.(*recordingWriter); ok {
-		return rw
-	}
-	return &recordingWriter{ResponseWriter: w}
-}
-
 // recoverPanics turns a panicking handler into a logged 500 instead of a
 // dropped connection. http.ErrAbortHandler keeps its meaning.
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rw := record(w)
+		rw := statuswriter.Wrap(w)
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -138,7 +105,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			s.logger.ErrorContext(r.Context(), "api: handler panicked",
 				slog.String("method", r.Method), slog.String("path", logPath(r)),
 				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-			if rw.status == 0 { // too late for a status once one was sent
+			if rw.Status == 0 { // too late for a status once one was sent
 				httpjson.Error(rw, http.StatusInternalServerError, "internal error")
 			}
 		}()
@@ -165,11 +132,11 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			return
 		}
 		start := s.now()
-		rw := record(w)
+		rw := statuswriter.Wrap(w)
 		next.ServeHTTP(rw, r)
 		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "api: request",
 			slog.String("method", r.Method), slog.String("path", logPath(r)),
-			slog.Int("status", rw.status), slog.Int64("bytes", rw.bytes),
+			slog.Int("status", rw.Status), slog.Int64("bytes", rw.Bytes),
 			slog.Duration("duration", s.now().Sub(start)))
 	})
 }

@@ -9,6 +9,7 @@
 package fleet
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"net"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/laneway/laneway/internal/plumbing/statuswriter"
 )
 
 // Receipt is one delivery as the receiver saw it.
@@ -153,13 +156,13 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 	ep.attempts[msgID]++
 	attempt := ep.attempts[msgID]
 	ep.mu.Unlock()
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusNoContent}
+	rec := statuswriter.Wrap(w)
 	if ep.behavior != nil {
 		ep.behavior(rec, r, attempt)
 	} else {
 		w.WriteHeader(http.StatusNoContent)
 	}
-	if rec.status < 200 || rec.status > 299 {
+	if status := cmp.Or(rec.Status, http.StatusOK); status < 200 || status > 299 { // 0: net/http's implicit 200
 		return false
 	}
 	ep.mu.Lock()
@@ -168,16 +171,6 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 	})
 	ep.mu.Unlock()
 	return true
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
 }
 
 // Receipts returns a copy of what the endpoint accepted, in arrival order.

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/laneway/laneway/internal/plumbing/statuswriter"
 )
 
 // Recorder is a webhook receiver that records every request, answered or
@@ -143,7 +144,7 @@ func (rc *Recorder) serve(w http.ResponseWriter, r *http.Request) {
 	badSig := rc.cfg.Signed && rq.MsgID != "" && (verifier == nil || verifier.Verify(body, r.Header) != nil)
 
 	rc.arrive(rq, badSig)
-	rw := &answerRecorder{ResponseWriter: w}
+	rw := statuswriter.Wrap(w)
 	switch {
 	case badSig:
 		rw.WriteHeader(http.StatusUnauthorized)
@@ -180,10 +181,10 @@ func (rc *Recorder) arrive(rq *Request, badSig bool) {
 }
 
 // end records how rq was answered.
-func (rc *Recorder) end(rq *Request, rw *answerRecorder, ended bool) {
+func (rc *Recorder) end(rq *Request, rw *statuswriter.Writer, ended bool) {
 	rc.mu.Lock()
-	rq.Done, rq.Ended, rq.Status = time.Now(), ended, rw.status
-	if rq.Status == 0 && !ended && !rw.hijacked {
+	rq.Done, rq.Ended, rq.Status = time.Now(), ended, rw.Status
+	if rq.Status == 0 && !ended && !rw.Hijacked {
 		rq.Status = http.StatusOK // net/http's implicit answer
 	}
 	rc.inFlight--
@@ -229,27 +230,3 @@ func (rc *Recorder) Stats() (maxInFlight, badSigs int, overlaps []string) {
 	defer rc.mu.Unlock()
 	return rc.maxInFlight, rc.badSigs, append([]string(nil), rc.overlaps...)
 }
-
-// answerRecorder notes the status an Answer writes and whether it took the
-// connection over.
-type answerRecorder struct {
-	http.ResponseWriter
-	status   int
-	hijacked bool
-}
-
-func (a *answerRecorder) WriteHeader(code int) {
-	if a.status == 0 {
-		a.status = code
-	}
-	a.ResponseWriter.WriteHeader(code)
-}
-
-// Hijack takes the connection over (http.ResponseController finds it here).
-func (a *answerRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	a.hijacked = true
-	return http.NewResponseController(a.ResponseWriter).Hijack()
-}
-
-// Unwrap lets http.ResponseController reach the server's writer.
-func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.ResponseWriter }
