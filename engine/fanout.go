@@ -256,12 +256,7 @@ func (f *Fanout) deliveriesFor(r *kgo.Record, sc *fanoutScratch, outs []*kgo.Rec
 }
 
 func (f *Fanout) invalidEventRecord(r *kgo.Record, cause error, now time.Time) *kgo.Record {
-	dl := event.DeadLetter{
-		ID:     fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset),
-		Reason: event.ReasonInvalidEvent, Detail: cause.Error(), DeadAt: now.UTC(),
-		Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
-	}
-	dl.SetRaw(r.Value)
+	dl := event.UnreadableRecord(event.ReasonInvalidEvent, r.Topic, r.Partition, r.Offset, r.Value, "", cause, now)
 	value, _ := json.Marshal(&dl)
 	return &kgo.Record{Topic: f.cfg.Topics.Dead, Key: r.Key, Value: value}
 }

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -75,12 +74,7 @@ func (o *Owner) route(in *Incoming, now time.Time) *laneState {
 		return nil
 	}
 	if in.Err != nil {
-		dl := event.DeadLetter{
-			ID: fmt.Sprintf("%s-%d-%d", r.Topic, r.Partition, r.Offset), Reason: event.ReasonInvalidDelivery,
-			Detail: in.Err.Error(), DeadAt: now.UTC(), EndpointID: string(r.Key),
-			Source: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
-		}
-		dl.SetRaw(r.Value)
+		dl := event.UnreadableRecord(event.ReasonInvalidDelivery, r.Topic, r.Partition, r.Offset, r.Value, string(r.Key), in.Err, now)
 		o.writeDead(dl, func() { o.trackerDone(offset) })
 		return nil
 	}

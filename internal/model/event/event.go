@@ -273,6 +273,21 @@ func (l *DeadLetter) SetRaw(raw []byte) {
 	l.Raw = raw
 }
 
+// UnreadableRecord is the dead letter of a record that could not be read
+// (reason ReasonInvalidEvent or ReasonInvalidDelivery; endpointID empty for
+// an event): its id and source name the record's place in Kafka, which
+// makes the letter idempotent when the record is read again, and its raw
+// value is kept (see SetRaw) for the operator and for a redrive.
+func UnreadableRecord(reason, topic string, partition int32, offset int64, value []byte, endpointID string, cause error, at time.Time) DeadLetter {
+	l := DeadLetter{
+		ID:     fmt.Sprintf("%s-%d-%d", topic, partition, offset),
+		Reason: reason, Detail: cause.Error(), DeadAt: at.UTC(), EndpointID: endpointID,
+		Source: fmt.Sprintf("%s/%d/%d", topic, partition, offset),
+	}
+	l.SetRaw(value)
+	return l
+}
+
 // deliveryTemplateID stands in for the endpoint id while a delivery is
 // encoded once for all of an event's endpoints.
 const deliveryTemplateID = "\x01endpoint\x01"

@@ -200,9 +200,7 @@ func (r *runner) events(ctx context.Context, recs []*kgo.Record, thin bool) ([]E
 }
 
 func (r *runner) writeInvalid(ctx context.Context, rec *kgo.Record, cause error) error {
-	dl := event.DeadLetter{ID: fmt.Sprintf("%s/0/%d", r.topic, rec.Offset), Reason: event.ReasonInvalidDelivery,
-		Detail: cause.Error(), DeadAt: r.m.cfg.Now().UTC(), EndpointID: r.id, Source: fmt.Sprintf("%s/0/%d", r.topic, rec.Offset)}
-	dl.SetRaw(rec.Value)
+	dl := event.UnreadableRecord(event.ReasonInvalidDelivery, r.topic, 0, rec.Offset, rec.Value, r.id, cause, r.m.cfg.Now())
 	return r.m.cfg.DeadLetters.Write(ctx, []event.DeadLetter{dl})
 }
 
