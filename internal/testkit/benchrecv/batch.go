@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/laneway/laneway/internal/testkit/stdverify"
 )
 
 // BatchConfig configures a BatchReceiver.
@@ -68,7 +70,7 @@ type BatchReceiver struct {
 // batchEndpoint is one batch endpoint's record.
 type batchEndpoint struct {
 	id string // set by SetEndpoint before any event is published
-	verifier
+	stdverify.Verifier
 	inFlight atomic.Int64
 
 	mu   sync.Mutex
@@ -111,7 +113,7 @@ func (br *BatchReceiver) URL(n int) string { return br.url("/b/", n) }
 // name, and the secret its batches are signed with.
 func (br *BatchReceiver) SetEndpoint(n int, id, secret string) error {
 	br.endpoints[n].id = id
-	return br.endpoints[n].setSecret(secret)
+	return br.endpoints[n].SetSecret(secret)
 }
 
 // Requests is the number of batches received, refused ones included.
@@ -157,7 +159,7 @@ func (br *BatchReceiver) read(ep *batchEndpoint, req *http.Request) ([]batchItem
 	if err != nil {
 		return nil, err
 	}
-	if br.cfg.Verify && !ep.verified(body, req.Header) {
+	if br.cfg.Verify && !ep.Valid(body, req.Header) {
 		return nil, errors.New("a bad signature")
 	}
 	var b struct {

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/plumbing/sockpeek"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/laneway/laneway/internal/testkit/stdverify"
 )
 
 // Delivery identifies one expected delivery.
@@ -104,7 +104,7 @@ type Receiver struct {
 
 // endpointState is what the receiver tracks for one endpoint.
 type endpointState struct {
-	verifier
+	stdverify.Verifier
 	behavior    atomic.Pointer[Behavior] // nil: Config.Delay and 204
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
@@ -199,28 +199,6 @@ func (rc *receipts) Received() int64 { return rc.received.Load() }
 // ReceivedAt is when slot's delivery first arrived, in Unix nanoseconds, or 0.
 func (rc *receipts) ReceivedAt(slot int) int64 { return rc.at[slot].Load() }
 
-// verifier checks an endpoint's signatures with the official Standard
-// Webhooks library.
-type verifier struct {
-	wh atomic.Pointer[standardwebhooks.Webhook]
-}
-
-// setSecret sets the secret the endpoint's requests are signed with.
-func (v *verifier) setSecret(secret string) error {
-	wh, err := standardwebhooks.NewWebhook(secret)
-	if err == nil {
-		v.wh.Store(wh)
-	}
-	return err
-}
-
-// verified reports whether body and h carry a valid signature; none is
-// valid before setSecret.
-func (v *verifier) verified(body []byte, h http.Header) bool {
-	wh := v.wh.Load()
-	return wh != nil && wh.Verify(body, h) == nil
-}
-
 // listenerCount is how many ports cfg asks for.
 func listenerCount(cfg Config) int {
 	switch {
@@ -266,7 +244,7 @@ func (r *Receiver) RawURL() string { return "http://" + r.listeners[0].Addr().St
 
 // SetSecret sets the secret endpoint n's deliveries are signed with (used
 // only with Verify).
-func (r *Receiver) SetSecret(n int, secret string) error { return r.endpoints[n].setSecret(secret) }
+func (r *Receiver) SetSecret(n int, secret string) error { return r.endpoints[n].SetSecret(secret) }
 
 // Unmatched is the number of requests Lookup did not know.
 func (r *Receiver) Unmatched() int64 { return r.unmatched.Load() }
@@ -447,7 +425,7 @@ func (ep *endpointState) leave(entity int) {
 // it would with a real receiver) and reports whether to go on.
 func (r *Receiver) verify(w http.ResponseWriter, req *http.Request, ep *endpointState, d Delivery, known bool, msgID string) bool {
 	body, err := io.ReadAll(req.Body)
-	if err != nil || !ep.verified(body, req.Header) {
+	if err != nil || !ep.Valid(body, req.Header) {
 		r.badSignatures.Add(1)
 		w.WriteHeader(http.StatusUnauthorized)
 		return false

@@ -12,9 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
+	"github.com/laneway/laneway/internal/testkit/stdverify"
 )
 
 // Mode is how a receiver endpoint answers right now.
@@ -77,7 +76,7 @@ type recvEndpoint struct {
 	r        *Receivers
 	name     string
 	id       atomic.Pointer[string]
-	verifier atomic.Pointer[standardwebhooks.Webhook]
+	verifier stdverify.Verifier
 	delay    time.Duration
 	behave   atomic.Pointer[behaviour]
 	ln       net.Listener
@@ -123,12 +122,10 @@ func (r *Receivers) Add(name string, delay time.Duration) (*recvEndpoint, string
 
 // SetEndpoint names the endpoint id and the secret its deliveries are signed with.
 func (ep *recvEndpoint) SetEndpoint(id, secret string) error {
-	v, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
+	if err := ep.verifier.SetSecret(secret); err != nil {
 		return err
 	}
 	ep.id.Store(&id)
-	ep.verifier.Store(v)
 	return nil
 }
 
@@ -161,8 +158,7 @@ func (ep *recvEndpoint) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	seq := ep.r.seq.Add(1)
 	ep.requests.Add(1)
 	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	v := ep.verifier.Load()
-	if err != nil || v == nil || v.Verify(body, req.Header) != nil {
+	if err != nil || !ep.verifier.Valid(body, req.Header) {
 		ep.badSigs.Add(1)
 		w.WriteHeader(http.StatusUnauthorized)
 		return

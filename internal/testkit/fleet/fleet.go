@@ -20,9 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
 	"github.com/laneway/laneway/internal/plumbing/statuswriter"
+	"github.com/laneway/laneway/internal/testkit/stdverify"
 )
 
 // Receipt is one delivery as the receiver saw it.
@@ -53,7 +52,7 @@ type Fleet struct {
 // Endpoint is one receiver's state.
 type Endpoint struct {
 	N        int
-	verifier *standardwebhooks.Webhook
+	verifier stdverify.Verifier
 	behavior Behavior
 
 	inFlight    atomic.Int64
@@ -85,11 +84,10 @@ func (f *Fleet) URL(n int) string { return "http://" + f.ln.Addr().String() + "/
 
 // Add registers endpoint n with the secret its deliveries are signed with.
 func (f *Fleet) Add(n int, secret string, b Behavior) (*Endpoint, error) {
-	v, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
+	ep := &Endpoint{N: n, behavior: b, attempts: map[string]int{}}
+	if err := ep.verifier.SetSecret(secret); err != nil {
 		return nil, err
 	}
-	ep := &Endpoint{N: n, verifier: v, behavior: b, attempts: map[string]int{}}
 	f.mu.Lock()
 	f.endpoints[n] = ep
 	f.mu.Unlock()
@@ -136,7 +134,7 @@ func (ep *Endpoint) handle(w http.ResponseWriter, r *http.Request) bool {
 		w.WriteHeader(http.StatusBadRequest)
 		return false
 	}
-	if err := ep.verifier.Verify(body, r.Header); err != nil {
+	if !ep.verifier.Valid(body, r.Header) {
 		ep.badSigs.Add(1)
 		w.WriteHeader(http.StatusUnauthorized)
 		return false

@@ -11,9 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
 	"github.com/laneway/laneway/internal/plumbing/statuswriter"
+	"github.com/laneway/laneway/internal/testkit/stdverify"
 )
 
 // Recorder is a webhook receiver that records every request, answered or
@@ -24,7 +23,7 @@ import (
 type Recorder struct {
 	srv      *httptest.Server
 	cfg      RecorderConfig
-	verifier atomic.Pointer[standardwebhooks.Webhook]
+	verifier stdverify.Verifier
 	closing  chan struct{}
 	changed  chan struct{}
 	arrivals chan int
@@ -104,12 +103,7 @@ func (rc *Recorder) URL(path string) string { return rc.srv.URL + path }
 
 // SetSecret sets the endpoint secret signatures are checked with.
 func (rc *Recorder) SetSecret(secret string) error {
-	v, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
-		return err
-	}
-	rc.verifier.Store(v)
-	return nil
+	return rc.verifier.SetSecret(secret)
 }
 
 // Closing is closed when the Recorder closes, so that an answer that hangs
@@ -140,8 +134,7 @@ func (rc *Recorder) serve(w http.ResponseWriter, r *http.Request) {
 	if rc.cfg.KeepBodies {
 		rq.Body, rq.Header = body, r.Header.Clone()
 	}
-	verifier := rc.verifier.Load()
-	badSig := rc.cfg.Signed && rq.MsgID != "" && (verifier == nil || verifier.Verify(body, r.Header) != nil)
+	badSig := rc.cfg.Signed && rq.MsgID != "" && !rc.verifier.Valid(body, r.Header)
 
 	rc.arrive(rq, badSig)
 	rw := statuswriter.Wrap(w)
