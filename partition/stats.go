@@ -124,7 +124,8 @@ func (o *Owner) Snapshots(now time.Time, out []health.Snapshot) []health.Snapsho
 // snapshot builds one endpoint's snapshot and reports whether the endpoint
 // still has work or recent outcomes.
 func (o *Owner) snapshot(id string, st *endpointStats, now time.Time) (health.Snapshot, bool) {
-	snap := health.Snapshot{EndpointID: id, Owner: o.cfg.InstanceID, UpdatedAt: now.UTC(), LastError: st.lastError}
+	snap := health.Snapshot{EndpointID: id, UpdatedAt: now.UTC()}
+	snap.Owner, snap.LastError = o.cfg.InstanceID, st.lastError
 	ls, laned := o.lanes[id]
 	pl := o.parked[id]
 	if laned {

@@ -110,7 +110,7 @@ time it is shown unasked. A pull endpoint's consumer reads its feed with a consu
 					for _, e := range l.Data {
 						h := e.Health
 						if h == nil {
-							h = &client.EndpointHealth{Breaker: client.Breaker{State: "-"}}
+							h = &client.EndpointHealth{LaneState: client.LaneState{Breaker: client.Breaker{State: "-"}}}
 						}
 						t.row(e.ID, e.Tenant, orDash(e.Mode), e.Status, yesNo(e.Paused), strconv.Itoa(e.MaxConcurrency),
 							strconv.Itoa(h.Pending), strconv.Itoa(h.InFlight), parkedCell(h), fmtSeconds(h.OldestPendingAgeSeconds),

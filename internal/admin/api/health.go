@@ -21,17 +21,12 @@ type HealthReader interface {
 // toHealthJSON is an endpoint's health as the API shows it, its ages
 // computed at read time from the owner's snapshot.
 func toHealthJSON(s health.Snapshot, known bool, now time.Time) *wire.EndpointHealth {
-	h := &wire.EndpointHealth{Breaker: wire.Breaker{State: "closed"}}
+	h := &wire.EndpointHealth{LaneState: wire.LaneState{Breaker: wire.Breaker{State: "closed"}}}
 	if !known {
 		return h // no owner has reported it: nothing pending anywhere
 	}
 	at := s.UpdatedAt
-	*h = wire.EndpointHealth{
-		Pending: s.Pending, InFlight: s.InFlight, Parked: s.Parked, ParkedReason: s.ParkedReason,
-		OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), Breaker: s.Breaker,
-		LastError: s.LastError, LastErrorAt: s.LastErrorAt, LastSuccessAt: s.LastSuccessAt,
-		PerMinute: s.PerMinute, Owner: s.Owner, UpdatedAt: &at,
-	}
+	*h = wire.EndpointHealth{LaneState: s.LaneState, OldestPendingAgeSeconds: s.OldestPendingAge(now).Seconds(), UpdatedAt: &at}
 	if h.Breaker.State == "" {
 		h.Breaker.State = "closed"
 	}

@@ -533,12 +533,12 @@ func (f *specHealth) Get(_ context.Context, ids []string) (map[string]health.Sna
 	pendingSince, pausedUntil, lastErr, lastOK := t0.Add(-90*time.Second), t0.Add(5*time.Minute), t0.Add(-time.Second), t0.Add(-time.Minute)
 	out := map[string]health.Snapshot{}
 	if slices.Contains(ids, "ep_1") {
-		out["ep_1"] = health.Snapshot{EndpointID: "ep_1", Pending: 120, InFlight: 0, Parked: 5000,
-			OldestPendingSince: &pendingSince, ParkedReason: "breaker",
-			Breaker:   health.Breaker{State: "open", ConsecutiveFailures: 20, PausedUntil: &pausedUntil},
-			LastError: "503 Service Unavailable", LastErrorAt: &lastErr, LastSuccessAt: &lastOK,
-			PerMinute: health.PerMinute{Delivered: 950, Failed: 12, Dead: 1, Superseded: 3},
-			Owner:     "laneway-1", UpdatedAt: t0}
+		out["ep_1"] = health.Snapshot{EndpointID: "ep_1", OldestPendingSince: &pendingSince, UpdatedAt: t0,
+			LaneState: health.LaneState{Pending: 120, InFlight: 0, Parked: 5000, ParkedReason: "breaker",
+				Breaker:   health.Breaker{State: "open", ConsecutiveFailures: 20, PausedUntil: &pausedUntil},
+				LastError: "503 Service Unavailable", LastErrorAt: &lastErr, LastSuccessAt: &lastOK,
+				PerMinute: health.PerMinute{Delivered: 950, Failed: 12, Dead: 1, Superseded: 3},
+				Owner:     "laneway-1"}}
 	}
 	return out, nil
 }

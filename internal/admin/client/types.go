@@ -29,6 +29,9 @@ type BatchConfig = wire.BatchConfig
 // EndpointHealth is an endpoint's live delivery state.
 type EndpointHealth = wire.EndpointHealth
 
+// LaneState is an endpoint's lane as its owner reports it.
+type LaneState = wire.LaneState
+
 // Breaker is an endpoint's breaker state.
 type Breaker = wire.Breaker
 

@@ -60,18 +60,25 @@ type BatchConfig struct {
 // EndpointHealth is an endpoint's live delivery state. Ages are computed
 // at read time from its owner's snapshot.
 type EndpointHealth struct {
-	Pending                 int        `json:"pending"`
-	InFlight                int        `json:"in_flight"`
-	Parked                  int        `json:"parked"`
+	LaneState
 	OldestPendingAgeSeconds float64    `json:"oldest_pending_age_seconds"`
-	ParkedReason            string     `json:"parked_reason"`
-	Breaker                 Breaker    `json:"breaker"`
-	LastError               string     `json:"last_error"`
-	LastErrorAt             *time.Time `json:"last_error_at"`
-	LastSuccessAt           *time.Time `json:"last_success_at"`
-	PerMinute               PerMinute  `json:"per_minute"`
-	Owner                   string     `json:"owner"`
 	UpdatedAt               *time.Time `json:"updated_at"`
+}
+
+// LaneState is an endpoint's lane as its owner reports it: the owner
+// publishes it (health.Snapshot) and the API shows it as published.
+type LaneState struct {
+	Pending  int `json:"pending"`
+	InFlight int `json:"in_flight"`
+	Parked   int `json:"parked"`
+	// ParkedReason says why the lane is parked ("" when it is not).
+	ParkedReason  string     `json:"parked_reason"`
+	Breaker       Breaker    `json:"breaker"`
+	LastError     string     `json:"last_error"`
+	LastErrorAt   *time.Time `json:"last_error_at"`
+	LastSuccessAt *time.Time `json:"last_success_at"`
+	PerMinute     PerMinute  `json:"per_minute"`
+	Owner         string     `json:"owner"`
 }
 
 // Breaker is an endpoint's breaker state; its owner publishes the same

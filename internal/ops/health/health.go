@@ -33,24 +33,19 @@ type Breaker = wire.Breaker
 // the API shows them.
 type PerMinute = wire.PerMinute
 
-// Snapshot is one endpoint's state at UpdatedAt.
+// LaneState is an endpoint's lane as its owner publishes it and the API
+// shows it.
+type LaneState = wire.LaneState
+
+// Snapshot is one endpoint's state at UpdatedAt: its lane, as the API
+// shows it, and since when its oldest delivery is pending.
 type Snapshot struct {
 	EndpointID string `json:"endpoint_id"`
-	Pending    int    `json:"pending"`
-	InFlight   int    `json:"in_flight"`
-	Parked     int    `json:"parked"`
+	LaneState
 	// OldestPendingSince is when the oldest unfinished delivery was
 	// created or queued; nil when nothing is pending.
 	OldestPendingSince *time.Time `json:"oldest_pending_since"`
-	// ParkedReason says why the lane is parked ("" when it is not).
-	ParkedReason  string     `json:"parked_reason,omitempty"`
-	Breaker       Breaker    `json:"breaker"`
-	LastError     string     `json:"last_error"`
-	LastErrorAt   *time.Time `json:"last_error_at"`
-	LastSuccessAt *time.Time `json:"last_success_at"`
-	PerMinute     PerMinute  `json:"per_minute"`
-	Owner         string     `json:"owner"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	UpdatedAt          time.Time  `json:"updated_at"`
 }
 
 // OldestPendingAge is the age of the oldest pending delivery at now.

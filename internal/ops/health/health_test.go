@@ -23,8 +23,8 @@ func TestPublishThenReadAnyInstance(t *testing.T) {
 	since := now.Add(-90 * time.Second)
 	cfg := Config{Redis: rdb, Now: func() time.Time { return now }, TTL: time.Hour}
 	pub, err := NewPublisher(cfg, fixedSource{
-		{EndpointID: "ep_a", Pending: 3, OldestPendingSince: &since, Owner: "i-1", UpdatedAt: now},
-		{EndpointID: "ep_b", ParkedReason: "paused", Breaker: Breaker{State: "open"}},
+		{EndpointID: "ep_a", LaneState: LaneState{Pending: 3, Owner: "i-1"}, OldestPendingSince: &since, UpdatedAt: now},
+		{EndpointID: "ep_b", LaneState: LaneState{ParkedReason: "paused", Breaker: Breaker{State: "open"}}},
 	})
 	if err != nil {
 		t.Fatal(err)
