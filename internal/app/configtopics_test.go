@@ -18,10 +18,7 @@ import (
 // on the topic for days, get the settings that forget it within hours when
 // Laneway starts.
 func TestStartAlignsOlderConfigTopics(t *testing.T) {
-	bs := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		bs = append(bs, b)
-	}
+	bs := testenv.Kafkas(t)
 	for _, b := range bs {
 		t.Run(b.Name, func(t *testing.T) {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))

@@ -19,10 +19,7 @@ func TestRebalanceKeepsOrder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rebalance test")
 	}
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			f, err := fleet.Start()

@@ -21,10 +21,7 @@ import (
 // is Kafka's 45 s default, so an instance that did not leave would still be
 // a member long after the deadline below.
 func TestInstancesAreStaticMembersAndLeaveOnStop(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			ns := testenv.Unique("static")

@@ -21,10 +21,7 @@ import (
 // (kfake, Kafka 4.4) has finalised version 2; with KafkaTransactionV2 it
 // moves to version 2, which shows the check can tell them apart.
 func TestFanoutTransactionProtocol(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	const batches = 6
 	for _, b := range backends {
 		for _, v2 := range []bool{false, true} {

@@ -24,20 +24,8 @@ import (
 	"github.com/laneway/laneway/signing"
 )
 
-// backends are kfake (with miniredis) always and the real broker and
-// Redis when the test command provides them.
-func backends(t *testing.T) []testenv.Backend {
-	bs := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		bs = append(bs, b)
-	} else {
-		t.Logf("%s not set: skipping the real-broker run", testenv.KafkaEnv)
-	}
-	return bs
-}
-
 func eachBackend(t *testing.T, fn func(t *testing.T, b testenv.Backend)) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
 	}
 }

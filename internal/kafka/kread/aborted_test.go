@@ -12,17 +12,6 @@ import (
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
-// backends is kfake and, when configured, the real broker.
-func backends(t *testing.T) []testenv.Backend {
-	out := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		out = append(out, b)
-	} else {
-		t.Logf("%s not set: skipping the real-broker run", testenv.KafkaEnv)
-	}
-	return out
-}
-
 // txnWriter writes transactions to a one-partition topic, each record in
 // its own batch (one ProduceSync at a time, uncompressed), so that a
 // small fetch returns part of a transaction without its marker.
@@ -107,7 +96,7 @@ func readAll(ctx context.Context, t *testing.T, r *Reader, maxBytes int32) (valu
 // kfake leaves out a response's aborted transactions when the request's
 // byte limit, not the partition's, ends the fetch.
 func TestReadCommittedMovesPastAbortedOnlyFetches(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -147,7 +136,7 @@ func TestReadCommittedMovesPastAbortedOnlyFetches(t *testing.T) {
 // the last stable offset: records of a transaction still open are neither
 // returned nor skipped.
 func TestReadCommittedStopsAtAnOpenTransaction(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

@@ -15,10 +15,7 @@ import (
 // TestOffsetReaderReadsFromAnyOffset checks the parked backlog's random
 // access read against kfake and, when configured, the real broker.
 func TestOffsetReaderReadsFromAnyOffset(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			topic := testenv.Unique("reader")
@@ -64,10 +61,7 @@ func TestOffsetReaderReadsFromAnyOffset(t *testing.T) {
 // returns only committed records and that Next moves past aborted records
 // and transaction markers, so a scan never stalls on them.
 func TestReadCommittedSkipsAbortedAndMarkers(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			topic := testenv.Unique("committed")

@@ -49,14 +49,6 @@ func seed(t *testing.T, b testenv.Backend, partitions, n int) (*Scanner, string)
 	return New(kread.NewReader(cl, topic), adm), topic
 }
 
-func backends(t *testing.T) []testenv.Backend {
-	out := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		out = append(out, b)
-	}
-	return out
-}
-
 // scanAll follows cursors to the end and returns every value.
 func scanAll(t *testing.T, s *Scanner, q Query) (values []string, pages int) {
 	t.Helper()
@@ -82,7 +74,7 @@ func scanAll(t *testing.T, s *Scanner, q Query) (values []string, pages int) {
 }
 
 func TestScanTimeRangeReadsOnlyTheRange(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			s, _ := seed(t, b, 3, 400)
 			q := Query{Since: base.Add(100 * time.Minute), Until: base.Add(109 * time.Minute), Limit: 7}
@@ -109,7 +101,7 @@ func TestScanTimeRangeReadsOnlyTheRange(t *testing.T) {
 }
 
 func TestScanPartitionsMatchAndOpenRange(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			s, _ := seed(t, b, 3, 50)
 			even := func(r *kgo.Record) bool {

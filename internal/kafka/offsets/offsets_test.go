@@ -19,10 +19,7 @@ import (
 // no metadata, and the bounds are the partition's start and end; a topic
 // not created yet has no bounds.
 func TestCommittedOrStartCommitAndBounds(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

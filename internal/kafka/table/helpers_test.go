@@ -78,16 +78,8 @@ var (
 	errHeld     = errors.New("item held")
 )
 
-func backends(t *testing.T) []testenv.Backend {
-	out := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		out = append(out, b)
-	}
-	return out
-}
-
 func eachBackend(t *testing.T, fn func(t *testing.T, b testenv.Backend)) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
 	}
 }

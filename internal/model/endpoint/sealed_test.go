@@ -53,7 +53,7 @@ func rawKeys(ctx context.Context, t *testing.T, b testenv.Backend, topic string,
 }
 
 func TestEndpointSecretsAreSealedOnTheTopic(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -83,7 +83,7 @@ func TestEndpointSecretsAreSealedOnTheTopic(t *testing.T) {
 }
 
 func TestEndpointHeldWhenItsKeyIsMissing(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -152,7 +152,7 @@ func TestSealedSecretsDoNotMoveBetweenEndpoints(t *testing.T) {
 // read, rekey seals them; after a key rotation rekey moves every record to
 // the new key, and a store holding only the new key reads them all.
 func TestPlaintextEndpointsReadAndRekeyed(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -16,21 +16,13 @@ import (
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
-func backends(t *testing.T) []testenv.Backend {
-	out := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		out = append(out, b)
-	}
-	return out
-}
-
 func newStore(t *testing.T, b testenv.Backend, topic string) *endpoint.Store {
 	t.Helper()
 	return sealedStore(t, b, topic, nil)
 }
 
 func TestStoreFollowsTheConfigTopic(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ns := testenv.Unique("store")
 			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
@@ -220,7 +212,7 @@ func everywhere(t *testing.T, b testenv.Backend, topic string, want *endpoint.En
 // both.
 func TestDisableKeepsChangesMadeAfterTheRead(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			topic, engine, api := engineAndAPI(t, b)
@@ -245,7 +237,7 @@ func TestDisableKeepsChangesMadeAfterTheRead(t *testing.T) {
 // Disable writes again on top of that change.
 func TestDisableRepairsAChangeRacingItsWrite(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			topic, engine, api := engineAndAPI(t, b)
@@ -277,7 +269,7 @@ func TestDisableRepairsAChangeRacingItsWrite(t *testing.T) {
 // and reports that it changed nothing.
 func TestDisableRestoresARacingDisable(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			topic, engine, api := engineAndAPI(t, b)
@@ -307,7 +299,7 @@ func TestDisableRestoresARacingDisable(t *testing.T) {
 // followed by a tombstone), and an unknown id is not created.
 func TestDisableDoesNotResurrectADeletedEndpoint(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			t.Run("deleted before", func(t *testing.T) {
@@ -349,7 +341,7 @@ func TestDisableDoesNotResurrectADeletedEndpoint(t *testing.T) {
 // Disabling a disabled endpoint writes nothing and keeps the first reason.
 func TestDisableTwiceWritesOnce(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			topic := configTopic(t, b)
@@ -380,7 +372,7 @@ func TestDisableTwiceWritesOnce(t *testing.T) {
 // disables it, its reason stays, and the endpoint's other fields are kept.
 func TestConcurrentDisables(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			topic := configTopic(t, b)

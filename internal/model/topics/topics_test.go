@@ -29,10 +29,7 @@ func TestConfigTopicsForgetSupersededValuesWithinHours(t *testing.T) {
 // eachBackend runs fn as a subtest on kfake and, when configured, the real
 // broker, with an admin client and topics named after prefix.
 func eachBackend(t *testing.T, prefix string, fn func(ctx context.Context, t *testing.T, adm *kadm.Client, c topics.Config)) {
-	bs := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		bs = append(bs, b)
-	}
+	bs := testenv.Kafkas(t)
 	for _, b := range bs {
 		t.Run(b.Name, func(t *testing.T) {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))

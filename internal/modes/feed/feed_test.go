@@ -30,15 +30,6 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 }
 
-// backends is kfake and, when configured, the real broker.
-func backends(t *testing.T) []testenv.Backend {
-	out := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		out = append(out, b)
-	}
-	return out
-}
-
 type rig struct {
 	topics    topics.Config
 	adm       *kadm.Client
@@ -104,7 +95,7 @@ func items(t *testing.T, p Page) []item {
 // TestPagesFollowSequencesWithoutGaps appends to two feeds and reads one in
 // pages: sequences run 0,1,2,… with no gap and no event of the other feed.
 func TestPagesFollowSequencesWithoutGaps(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -148,7 +139,7 @@ func TestPagesFollowSequencesWithoutGaps(t *testing.T) {
 // TestLongPollWakesOnAppend waits on an empty feed: an append elsewhere
 // (seen by the watcher's poll) ends the wait with the event.
 func TestLongPollWakesOnAppend(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -195,7 +186,7 @@ func (r *rig) waiting(ep string) bool {
 // TestAcksAreMonotonicAndExpiredCursorsAreRefused acknowledges forward and
 // backward, then moves the feed's start past a cursor.
 func TestAcksAreMonotonicAndExpiredCursorsAreRefused(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range testenv.Kafkas(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

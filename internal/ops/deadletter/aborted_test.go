@@ -21,12 +21,7 @@ import (
 // records and no marker: read-committed, it returns nothing, and a search
 // that did not move past it would read the same offset for ever.
 func TestFindEndsPastAbortedLetters(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	} else {
-		t.Logf("%s not set: skipping the real-broker run", testenv.KafkaEnv)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -460,10 +460,7 @@ func TestReadNDJSON(t *testing.T) {
 // TestReadDeadTopic writes dead letters as Laneway does (some in an aborted
 // transaction, which must not count) and reads them back.
 func TestReadDeadTopic(t *testing.T) {
-	backends := []testenv.Backend{testenv.Kfake(t)}
-	if b, ok := testenv.RealKafka(); ok {
-		backends = append(backends, b)
-	}
+	backends := testenv.Kafkas(t)
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			topic := testenv.Unique("dead")

@@ -68,6 +68,18 @@ func Each(t *testing.T, fn func(t *testing.T, b Backend)) {
 	}
 }
 
+// Kafkas returns kfake and, when configured, the real broker: the Kafkas
+// a test of Kafka plumbing runs against.
+func Kafkas(t testing.TB) []Backend {
+	out := []Backend{Kfake(t)}
+	if b, ok := RealKafka(); ok {
+		out = append(out, b)
+	} else {
+		t.Logf("%s not set: skipping the real-broker run", KafkaEnv)
+	}
+	return out
+}
+
 var seq atomic.Int64
 
 // Unique returns a name no other test in this or an earlier run uses, for
