@@ -13,7 +13,7 @@
 #   scripts/testenv.sh down      stop both (by PID files), remove the state dir
 #   scripts/testenv.sh env       print the exports for a running env
 #   scripts/testenv.sh test [go test args...]
-#                                up, go test -race (default ./...), down on exit
+#                                up, go test -race (default: every package, longest first), down on exit
 #
 # Fault injection on a running env (the chaos harness, internal/testkit/chaos), each
 # by PID file, keeping the ports, the data dir and the env file:
@@ -535,6 +535,19 @@ on_test_signal() {
 	exit "$2"
 }
 
+# longest_first_packages lists every package as ./path, the longest-running
+# first. go test starts packages in the order given: the fault scenarios and
+# the app's integration tests take about ten minutes each, and listed in
+# path order they start late and run after the rest instead of beside it.
+LONGEST_PACKAGES=(./internal/testkit/chaos ./internal/app ./engine ./internal/inbound
+	./partition/sim ./internal/model/endpoint ./cmd/laneway ./partition)
+longest_first_packages() {
+	local module
+	module="$(go list -m)" || die "go list -m failed"
+	printf '%s\n' "${LONGEST_PACKAGES[@]}"
+	go list ./... | sed "s|^$module|.|" | grep -vxF -f <(printf '%s\n' "${LONGEST_PACKAGES[@]}")
+}
+
 cmd_test() {
 	if [ -z "${LANEWAY_TESTENV_DIR:-}" ]; then
 		reap_stale_test_dirs
@@ -564,12 +577,18 @@ cmd_test() {
 	export LANEWAY_TEST_REQUIRE_SECURE=1
 	log "LANEWAY_TEST_KAFKA_BROKERS=$LANEWAY_TEST_KAFKA_BROKERS LANEWAY_TEST_REDIS_URL=$LANEWAY_TEST_REDIS_URL"
 
-	if [ "$#" -eq 0 ]; then set -- ./...; fi
 	cd "$ROOT"
+	if [ "$#" -eq 0 ]; then
+		# shellcheck disable=SC2046
+		set -- $(longest_first_packages)
+	fi
 	# go test runs in its own process group (set -m) in the background so a
 	# signal to this script runs the trap at once and reaches the test binaries.
+	# Three at a time on two cores: the long packages mostly wait (on the
+	# broker, the processes they restart, timers), so a third slot keeps
+	# the cores busy with the rest.
 	set -m
-	go test -race -count=1 -timeout 20m "$@" &
+	go test -race -count=1 -timeout 20m -p "${LANEWAY_TEST_PARALLEL:-3}" "$@" &
 	GOTEST_PID=$!
 	set +m
 	wait "$GOTEST_PID" || TEST_RC=$?
