@@ -24,7 +24,7 @@ import (
 // 200 endpoints answering in ~5 ms and one answering in 3 s with
 // max_concurrency 4 that receives more than it can absorb, plus one that
 // answers 503 throughout. The slow endpoint never sees more than 4 requests
-// at once, the healthy ones keep a p99 well under the slow answer time,
+// at once, no healthy delivery takes as long as one slow answer,
 // every partition's commit keeps advancing, and once the slow endpoint
 // recovers its backlog drains in order.
 func TestIncidentSlowEndpointIsIsolated(t *testing.T) {
@@ -225,15 +225,16 @@ func waitCommittedToEnd(t *testing.T, a *app.App) {
 	}
 }
 
-// checkHealthyLatency requires p99 publish-to-receipt latency under 1 s for
-// the healthy endpoints, over the whole run.
 // slowAnswer is how long the slow endpoint takes to answer.
 const slowAnswer = 3 * time.Second
 
-// checkHealthyLatency fails when the healthy endpoints' p99 reaches half
-// the slow endpoint's answer time: a healthy delivery that waited behind a
-// slow one would take at least slowAnswer. (The bound is that, not a
-// latency goal: the figures are in docs/benchmarks.md.)
+// checkHealthyLatency fails when any healthy delivery took as long as one
+// slow answer, publish to receipt. Healthy deliveries that queue behind the
+// slow endpoint's attempts (3 s each, its backlog growing all along) take
+// that long and more; a bound under it (half, on the p99, until now) also
+// measured the machine's load: with the fault scenarios beside it on two
+// cores, the p99 reached 1.55 s with no delivery queued. (The latency
+// figures are in docs/benchmarks.md.)
 func checkHealthyLatency(t *testing.T, eps []*fleet.Endpoint) {
 	t.Helper()
 	var lat []time.Duration
@@ -248,7 +249,7 @@ func checkHealthyLatency(t *testing.T, eps []*fleet.Endpoint) {
 	slices.Sort(lat)
 	p99 := lat[len(lat)*99/100]
 	t.Logf("healthy deliveries %d: p50 %v p99 %v max %v", len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
-	if p99 >= slowAnswer/2 {
-		t.Errorf("healthy p99 latency %v, want under %v (half the slow endpoint's answer time)", p99, slowAnswer/2)
+	if worst := lat[len(lat)-1]; worst >= slowAnswer {
+		t.Errorf("a healthy delivery took %v, as long as a slow answer (%v): it waited behind the slow endpoint", worst, slowAnswer)
 	}
 }
