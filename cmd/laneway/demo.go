@@ -299,7 +299,7 @@ func registerDemoEndpoints(ctx context.Context, c *client.Client, cfg *demoConfi
 		if err != nil {
 			return info, nil, fmt.Errorf("endpoint for %s: %w", name, err)
 		}
-		if err := r.setSecret(secret); err != nil {
+		if err := r.verifier.SetSecret(secret); err != nil {
 			return info, nil, fmt.Errorf("endpoint for %s: secret: %w", name, err)
 		}
 		if slow {

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/laneway/laneway/internal/plumbing/stdverify"
 )
 
 // demoFleet is the demo's receivers: one HTTP server on which /ep/{name}
@@ -33,7 +33,7 @@ type receiver struct {
 	name     string
 	slow     bool
 	min, max time.Duration // answer delay, uniform in [min, max]
-	verifier atomic.Pointer[standardwebhooks.Webhook]
+	verifier stdverify.Verifier
 
 	delivered, badSigs, inFlight atomic.Int64
 }
@@ -64,16 +64,6 @@ func (f *demoFleet) add(name string, slow bool, min, max time.Duration) *receive
 	return r
 }
 
-// setSecret makes r verify signatures made with secret.
-func (r *receiver) setSecret(secret string) error {
-	v, err := standardwebhooks.NewWebhook(secret)
-	if err != nil {
-		return err
-	}
-	r.verifier.Store(v)
-	return nil
-}
-
 func (f *demoFleet) serve(w http.ResponseWriter, req *http.Request) {
 	name, ok := strings.CutPrefix(req.URL.Path, "/ep/")
 	f.mu.Lock()
@@ -90,7 +80,7 @@ func (f *demoFleet) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if v := r.verifier.Load(); v == nil || v.Verify(body, req.Header) != nil {
+	if !r.verifier.Valid(body, req.Header) {
 		r.badSigs.Add(1)
 		w.WriteHeader(http.StatusUnauthorized)
 		return

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/laneway/laneway/internal/testkit/stdverify"
+	"github.com/laneway/laneway/internal/plumbing/stdverify"
 )
 
 // BatchConfig configures a BatchReceiver.

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/plumbing/sockpeek"
-	"github.com/laneway/laneway/internal/testkit/stdverify"
+	"github.com/laneway/laneway/internal/plumbing/stdverify"
 )
 
 // Delivery identifies one expected delivery.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/testkit/ordercheck"
-	"github.com/laneway/laneway/internal/testkit/stdverify"
+	"github.com/laneway/laneway/internal/plumbing/stdverify"
 )
 
 // Mode is how a receiver endpoint answers right now.

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/plumbing/statuswriter"
-	"github.com/laneway/laneway/internal/testkit/stdverify"
+	"github.com/laneway/laneway/internal/plumbing/stdverify"
 )
 
 // Receipt is one delivery as the receiver saw it.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/plumbing/statuswriter"
-	"github.com/laneway/laneway/internal/testkit/stdverify"
+	"github.com/laneway/laneway/internal/plumbing/stdverify"
 )
 
 // Recorder is a webhook receiver that records every request, answered or

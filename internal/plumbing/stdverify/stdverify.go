@@ -1,7 +1,8 @@
 // Package stdverify checks Laneway's signatures with the official Standard
-// Webhooks library, an implementation independent of Laneway's signing
-// package, so that a signing bug cannot hide behind the test receivers'
-// own check.
+// Webhooks library, as a customer's receiver would: an implementation
+// independent of Laneway's signing package, so that a signing bug cannot
+// hide behind the receivers Laneway runs itself (the demo's and the test
+// kit's) checking with its own code.
 package stdverify
 
 import (
