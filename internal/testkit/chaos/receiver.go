@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/laneway/laneway/internal/testkit/ordercheck"
 	"github.com/laneway/laneway/internal/plumbing/stdverify"
+	"github.com/laneway/laneway/internal/testkit/ordercheck"
 )
 
 // Mode is how a receiver endpoint answers right now.
