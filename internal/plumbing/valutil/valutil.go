@@ -6,7 +6,7 @@ package valutil
 
 // Number is what PositiveOr takes: integers, floats and durations.
 type Number interface {
-	~int | ~int32 | ~int64 | ~uint32 | ~float64
+	~int | ~int32 | ~int64 | ~float64
 }
 
 // PositiveOr returns v, or def when v is zero or negative.
