@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/timing"
@@ -123,42 +125,21 @@ func (h *Harness) waitGroups(ctx context.Context, n int) error {
 
 // WaitGroups waits until the fan-out and delivery groups of the run whose
 // group prefix is prefix are stable with n members that each own
-// partitions: a rebalance is over and every instance works.
+// partitions, and every partition of the topics they subscribe is assigned:
+// a rebalance is over and every instance works. The last condition matters
+// because the groups balance cooperatively: between the round that revokes
+// moving partitions and the round that hands them out, a group is Stable
+// with those partitions owned by nobody, for as long as the revoking owner
+// takes to release them.
 func WaitGroups(ctx context.Context, adm *kadm.Client, prefix string, n int) error {
 	g := topics.GroupsFor(prefix)
 	groups := []string{g.Fanout, g.Deliveries}
 	deadline := time.Now().Add(2 * time.Minute)
-	last := ""
 	for {
 		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		described, err := adm.DescribeGroups(reqCtx, groups...)
+		last := groupsSettled(reqCtx, adm, groups, n)
 		cancel()
-		ok := err == nil
-		if err != nil {
-			last = err.Error()
-		}
-		for _, g := range groups {
-			if !ok {
-				break
-			}
-			d := described[g]
-			owning := 0
-			for _, m := range d.Members {
-				if c, isConsumer := m.Assigned.AsConsumer(); isConsumer {
-					for _, tp := range c.Topics {
-						if len(tp.Partitions) > 0 {
-							owning++
-							break
-						}
-					}
-				}
-			}
-			if d.State != "Stable" || len(d.Members) != n || owning != n {
-				ok = false
-				last = fmt.Sprintf("group %s: state %s, %d members, %d owning partitions", g, d.State, len(d.Members), owning)
-			}
-		}
-		if ok {
+		if last == "" {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -168,6 +149,58 @@ func WaitGroups(ctx context.Context, adm *kadm.Client, prefix string, n int) err
 			return ctx.Err()
 		}
 	}
+}
+
+// groupsSettled returns "" when each of groups is Stable with n members
+// that each own partitions and every partition of its topics is assigned,
+// and otherwise what is not yet so.
+func groupsSettled(ctx context.Context, adm *kadm.Client, groups []string, n int) string {
+	described, err := adm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return err.Error()
+	}
+	for _, name := range groups {
+		d := described[name]
+		owning := 0
+		for _, m := range d.Members {
+			if c, ok := m.Assigned.AsConsumer(); ok && slices.ContainsFunc(c.Topics, func(tp kmsg.ConsumerMemberAssignmentTopic) bool {
+				return len(tp.Partitions) > 0
+			}) {
+				owning++
+			}
+		}
+		if d.State != "Stable" || len(d.Members) != n || owning != n {
+			return fmt.Sprintf("group %s: state %s, %d members, %d owning partitions", name, d.State, len(d.Members), owning)
+		}
+		if missing, err := unassigned(ctx, adm, &d); err != nil || missing != "" {
+			return fmt.Sprintf("group %s: %s%v", name, missing, err)
+		}
+	}
+	return ""
+}
+
+// unassigned names the partitions of the topics group's members subscribe
+// that no member is assigned ("" when there are none).
+func unassigned(ctx context.Context, adm *kadm.Client, group *kadm.DescribedGroup) (string, error) {
+	subscribed := group.JoinTopics()
+	if len(subscribed) == 0 { // ListTopics of none lists every topic
+		return "no member subscribes a topic", nil
+	}
+	details, err := adm.ListTopics(ctx, subscribed...)
+	if err != nil {
+		return "", err
+	}
+	assigned := group.AssignedPartitions()
+	var missing []string
+	details.EachPartition(func(p kadm.PartitionDetail) {
+		if _, ok := assigned[p.Topic][p.Partition]; !ok {
+			missing = append(missing, fmt.Sprintf("%s/%d", p.Topic, p.Partition))
+		}
+	})
+	if len(missing) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("partitions owned by nobody: %v", missing), nil
 }
 
 // monitor restarts instances that exit by themselves, as a supervisor
