@@ -27,17 +27,19 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
+	member, generation := cl.GroupMetadata()
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
 		at, err := s.assignmentOffsets(ctx, p)
 		if err != nil {
 			return // the client is closing
 		}
+		at.Epoch = int64(generation)
 		d, err := newDriven(s, p)
 		if err != nil {
 			s.cfg.Logger.Error("cannot own deliveries partition", "partition", p, "err", err)
 			continue
 		}
-		d.member, _ = cl.GroupMetadata()
+		d.member = member
 		s.mu.Lock()
 		s.parts[p] = d
 		s.mu.Unlock()

@@ -19,9 +19,9 @@ var (
 	breakerOpen = breaker.Open
 )
 
-// deadLetterConcurrency is the lane limit while an undeliverable
+// DeadLetterConcurrency is the lane limit while an undeliverable
 // endpoint's backlog turns into dead letters.
-const deadLetterConcurrency = 256
+const DeadLetterConcurrency = 256
 
 // farFuture makes every retry delay due.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -54,7 +54,7 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 	if !deliverable {
 		// Its backlog only becomes dead letters: no request goes out, so
 		// the endpoint's limit need not slow that down.
-		ls.lane.SetMaxConcurrency(deadLetterConcurrency)
+		ls.lane.SetMaxConcurrency(DeadLetterConcurrency)
 	}
 	if deliverable && (ep.Paused || !ls.breakerLoaded) {
 		// A paused endpoint starts nothing; Maintain pumps it again on

@@ -109,6 +109,8 @@ type Append struct {
 	seq    uint64
 	marker bool   // an end marker, not a delivery
 	ended  func() // for an end marker: runs once it is in Kafka (may be nil)
+	// takeover: the owner's takeover record (epoch.go), not a delivery.
+	takeover bool
 }
 
 // Read asks for parked records of one partition from From.

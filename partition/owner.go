@@ -190,6 +190,7 @@ type Owner struct {
 
 	parking
 	replay
+	epochs
 	dead      outbox[*DeadWrite]
 	deadSeq   uint64
 	stats     map[string]*endpointStats
@@ -252,6 +253,7 @@ func NewOwner(cfg Config) (*Owner, error) {
 	}
 	o.parking.init()
 	o.replay.init()
+	o.takeoverAt = -1
 	o.appends.seq = func(a *Append) uint64 { return a.seq }
 	o.appends.issue = cfg.Effects.Append
 	o.appends.size = func(a *Append) int64 { return int64(len(a.Record.Value)) }
@@ -302,8 +304,11 @@ func (o *Owner) BreakerWarmed(id string) {
 
 // flushOutboxes issues the parked appends and dead letters that may go.
 func (o *Owner) flushOutboxes(now time.Time) {
-	// A quarter of the queued bytes allowed may be with the producer.
-	o.appends.flush(now, o.cfg.MaxAppendsInFlight, o.cfg.MaxQueuedAppendBytes/4)
+	if o.takingOver { // the takeover record, at the head, goes alone
+		o.appends.flush(now, 1, 0)
+	} else { // a quarter of the queued bytes allowed may be with the producer
+		o.appends.flush(now, o.cfg.MaxAppendsInFlight, o.cfg.MaxQueuedAppendBytes/4)
+	}
 	o.dead.flush(now, o.cfg.MaxDeadInFlight, 0)
 }
 

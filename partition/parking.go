@@ -229,7 +229,7 @@ func (o *Owner) enqueueAppend(pl *parkedLane, d *event.Delivery, src int64) {
 	}
 	rec := &kgo.Record{
 		Topic: o.cfg.ParkedTopic, Partition: o.cfg.Partition, Key: []byte(pl.id), Value: value,
-		Headers: []kgo.RecordHeader{{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))}},
+		Headers: []kgo.RecordHeader{{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))}, o.epochHeader()},
 	}
 	pl.appending++
 	pl.noteBacklog(d.CreatedAt)
@@ -242,6 +242,11 @@ func (o *Owner) enqueueAppend(pl *parkedLane, d *event.Delivery, src int64) {
 func (o *Owner) Appended(a *Append, offset int64, err error) {
 	if o.appends.done(a, err) {
 		o.log.Error("appending to the parked partition failed; will retry", "key", string(a.Record.Key), "err", err)
+		return
+	}
+	if a.takeover {
+		o.tookOver(offset)
+		o.flushOutboxes(o.now())
 		return
 	}
 	o.parkedEnd = max(o.parkedEnd, offset+1)

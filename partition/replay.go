@@ -100,6 +100,7 @@ func (o *Owner) appendEndMarker(endpointID string, t *Task, ended func()) {
 		Headers: []kgo.RecordHeader{
 			{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))},
 			{Key: EndHeader, Value: []byte(strconv.FormatInt(parkedAt, 10))},
+			o.epochHeader(),
 		},
 	}
 	o.appendSeq++
@@ -127,6 +128,9 @@ type Assignment struct {
 	// ReplayEnd is one past the deliveries partition's last record at
 	// assignment: the replay range ends there.
 	ReplayEnd int64
+	// Epoch is this owner's epoch: the consumer-group generation the
+	// partition was assigned in. A later owner's must be higher (epoch.go).
+	Epoch int64
 }
 
 // Assign begins ownership: before any delivery of the partition is
@@ -145,6 +149,9 @@ func (o *Owner) Assign(a Assignment) {
 	start := a.Parked.Commit
 	o.parkedEnd, o.scanStart = start, start
 	o.scanCursor, o.deliveriesAt = start, a.DeliveriesCommitted
+	o.epoch, o.base = a.Epoch, a.Parked.Epoch
+	o.queueTakeover()
+	o.flushOutboxes(o.now())
 	o.scanRead()
 }
 
@@ -181,9 +188,15 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 		return
 	}
 	o.parkedEnd = max(o.parkedEnd, res.End)
+	if !o.scanPastTakeover() {
+		if !o.takingOver { // in Kafka, not read yet (the read began before it landed)
+			o.scanRead()
+		}
+		return // else tookOver reads on
+	}
 	o.discovered = true
 	o.holdUntil = o.now().Add(o.cfg.ReplayHold)
-	o.log.Info("deliveries partition assigned", "parked_endpoints", len(o.parked))
+	o.log.Info("deliveries partition assigned", "parked_endpoints", len(o.parked), "stale_records", o.staleSkipped)
 	o.releaseEarly()
 }
 
@@ -209,6 +222,16 @@ func (o *Owner) scanExpired(logStart int64) {
 }
 
 func (o *Owner) noteDiscovered(r *kgo.Record) {
+	if o.stale(r) {
+		o.staleSkipped++
+		o.log.Warn("stale parked record skipped: an earlier owner's append landed after a later owner took over",
+			"offset", r.Offset, "endpoint", string(r.Key), "src", SrcOffset(r))
+		return
+	}
+	o.noteEpoch(r)
+	if isTakeover(r) {
+		return
+	}
 	if _, ok := endMarker(r); ok {
 		o.noteEnded(r)
 		return

@@ -57,6 +57,8 @@ type produce struct {
 	doomed bool // an earlier produce failed: this one fails too
 	done   bool
 	land   func() // writes the record without acknowledging it
+	ack    func(ok bool)
+	tries  int // the schedule in force; an answer of an earlier one is void
 }
 
 // crash decides which produces in flight reached the broker anyway: a
@@ -105,7 +107,8 @@ func (in *instance) assign() {
 	in.fetchPos = in.s.kafka.deliveriesCommit
 	k := in.s.kafka
 	in.s.tracef("gen %d assigned: deliveries from %d, parked progress %s", in.gen, in.fetchPos, k.parkedProgress.Encode(partition.DefaultMaxProgressBytes))
-	a := partition.Assignment{Parked: k.parkedProgress, DeliveriesCommitted: k.deliveriesCommit, ReplayEnd: k.lastRecordEnd()}
+	a := partition.Assignment{Parked: k.parkedProgress, DeliveriesCommitted: k.deliveriesCommit, ReplayEnd: k.lastRecordEnd(),
+		Epoch: int64(in.gen)}
 	in.replayRange = max(0, a.ReplayEnd-a.DeliveriesCommitted)
 	if in.replayRange > 0 {
 		in.hold = in.s.fullHold()
@@ -282,32 +285,68 @@ var errProduce = errors.New("sim: produce failed")
 // record when the process dies with the produce in flight and the broker
 // had it anyway.
 func (in *instance) produce(q *produceQueue, ack func(ok bool), land func()) {
-	s := in.s
-	p := &produce{land: land}
+	p := &produce{land: land, ack: ack}
 	q.inFlight = append(q.inFlight, p)
-	at := s.now.Add(s.latency(s.p.produceLatency))
+	in.schedule(q, p, in.s.latency(in.s.p.produceLatency))
+}
+
+// schedule has p answered after d, and strictly after every produce of q
+// scheduled before it: acknowledgements come in order.
+func (in *instance) schedule(q *produceQueue, p *produce, d time.Duration) {
+	s := in.s
+	at := s.now.Add(d)
 	if !at.After(q.lastAck) {
-		at = q.lastAck.Add(time.Nanosecond) // acknowledged strictly in order
+		at = q.lastAck.Add(time.Nanosecond)
 	}
 	q.lastAck = at
+	p.tries++
+	try := p.tries
 	s.at(at, func() {
-		if p.done {
+		if p.done || p.tries != try {
+			return
+		}
+		if !in.alive {
+			p.done = true
+			return
+		}
+		ok := !p.doomed && !s.kafka.down && !s.chance(s.p.produceFailure)
+		if !ok && !p.doomed && in.owner.Stopped() {
+			in.producerRetries(q, p)
 			return
 		}
 		p.done = true
 		q.inFlight = slices.DeleteFunc(q.inFlight, func(x *produce) bool { return x == p })
-		if !in.alive {
-			return
+		if ok && in.owner.Stopped() {
+			s.tracef("gen %d (stopped): a produce landed", in.gen)
 		}
-		ok := !p.doomed && !s.kafka.down && !s.chance(s.p.produceFailure)
 		if !ok {
 			for _, later := range q.inFlight {
 				later.doomed = true
 			}
 		}
-		ack(ok)
+		p.ack(ok)
 		in.afterEffect()
 	})
+}
+
+// producerRetries is the producer going on with what a stopped owner (its
+// partition released or lost) left in flight: the owner gives nothing up
+// that it handed over, and the producer retries each record, in order,
+// until it lands, when the broker is back. Such a zombie write may land
+// long after the next owner began: the parked log then holds an old
+// owner's record after the new owner's.
+func (in *instance) producerRetries(q *produceQueue, failed *produce) {
+	i := slices.Index(q.inFlight, failed)
+	q.lastAck = in.s.now
+	for n, p := range q.inFlight[i:] {
+		p.doomed = false
+		backoff := time.Duration(0)
+		if n == 0 {
+			backoff = in.s.latency(in.s.p.producerRetry)
+		}
+		in.schedule(q, p, backoff)
+	}
+	in.s.tracef("gen %d (stopped): %d produces retried by the producer", in.gen, len(q.inFlight)-i)
 }
 
 // Read reads the parked partition.
@@ -334,6 +373,7 @@ func (in *instance) Disable(id, reason string) {
 		if s.kafka.down || s.chance(s.p.produceFailure) {
 			err = errProduce
 		} else if ep, ok := s.endpoints[id]; ok {
+			s.undeliverable = true
 			ep.Status, ep.DisabledReason = "disabled", reason
 			s.endpoints[id] = ep
 			s.tracef("endpoint %s disabled by gen %d: %s", id, in.gen, reason)

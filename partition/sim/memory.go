@@ -81,6 +81,10 @@ func (s *Sim) trackedBound(in *instance, f partition.Footprint) bound {
 func (s *Sim) countBounds(in *instance, f partition.Footprint) [10]bound {
 	p, h := s.p, in.hold
 	lanes := int64(p.endpoints)
+	copiesPerLane := int64(8)
+	if s.undeliverable {
+		copiesPerLane = partition.DeadLetterConcurrency + 8
+	}
 	inLanes := lanes * int64(p.laneBuffer+p.maxPollRecords+p.parkedWindow+8)
 	return [...]bound{
 		{"lanes", int64(f.Lanes), lanes},
@@ -91,7 +95,9 @@ func (s *Sim) countBounds(in *instance, f partition.Footprint) [10]bound {
 		{"entities in lanes", int64(f.Entities), int64(f.Tasks)},
 		{"parked tasks read back", int64(f.Loaded), lanes * int64(p.parkedWindow)},
 		{"parked offsets unfinished", int64(f.Unfinished), lanes * int64(2*p.parkedWindow+8)},
-		{"parked copies", int64(f.Copies), lanes * 8},
+		// One per task in flight when its lane parked: max_concurrency,
+		// or the dead-letter limit of an undeliverable endpoint's lane.
+		{"parked copies", int64(f.Copies), lanes * copiesPerLane},
 		{"queued appends", int64(f.QueuedAppends), int64(p.maxQueuedAppends+p.maxPollRecords) +
 			lanes*int64(p.laneBuffer+p.maxPollRecords+8) + int64(h.appends)},
 		{"queued dead letters", int64(f.QueuedDeadLetters), inLanes + lanes*int64(p.parkedWindow) + int64(p.maxPollRecords+h.tasks)},

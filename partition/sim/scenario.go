@@ -98,6 +98,7 @@ func (s *Sim) fault() {
 		n := 1 + s.rng.IntN(6)
 		s.editEndpoint(id, fmt.Sprintf("max_concurrency %d", n), func(ep *endpoint.Endpoint) { ep.MaxConcurrency = n })
 	case 5:
+		s.undeliverable = true
 		s.editEndpoint(id, "disabled by an operator", func(ep *endpoint.Endpoint) {
 			ep.Status, ep.DisabledReason = endpoint.StatusDisabled, "operator"
 		})
@@ -105,6 +106,7 @@ func (s *Sim) fault() {
 		s.reenableAndRedrive(id)
 	case 7:
 		if s.chance(0.3) {
+			s.undeliverable = true
 			delete(s.endpoints, id)
 			s.tracef("endpoint %s deleted", id)
 		}

@@ -47,6 +47,9 @@ type params struct {
 	pollEvery, tickEvery, commitEvery time.Duration
 	answerLatency, produceLatency     [2]time.Duration
 	readLatency                       [2]time.Duration
+	// producerRetry is how long the producer waits before it retries what
+	// a stopped owner left in flight (driver.go, producerRetries).
+	producerRetry [2]time.Duration
 	produceFailure, readFailure       float64
 	commitFailure                     float64
 	maxProgressBytes                  int // small ones leave endpoints out of the committed parked progress
@@ -84,6 +87,7 @@ func drawParams(r *rand.Rand) params {
 		answerLatency:  [2]time.Duration{time.Millisecond, ms(10, 800)},
 		produceLatency: [2]time.Duration{time.Millisecond, ms(2, 500)},
 		readLatency:    [2]time.Duration{time.Millisecond, ms(2, 300)},
+		producerRetry:  [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
 		produceFailure: []float64{0, 0, 0.05, 0.2}[r.IntN(4)],
 		readFailure:    []float64{0, 0.05}[r.IntN(2)],
 		commitFailure:  []float64{0, 0.1}[r.IntN(2)],
@@ -195,6 +199,9 @@ type Sim struct {
 	gen       int
 	healed    bool
 	done      bool
+	// undeliverable: an endpoint was disabled or deleted during the run,
+	// so a lane may have had DeadLetterConcurrency tasks out at once.
+	undeliverable bool
 	scenario  *scenario
 
 	elements []*element
@@ -271,6 +278,7 @@ func newSim(seed uint64, opts Options) *Sim {
 	if opts.scenario != nil {
 		opts.scenario.tune(&s.p)
 	}
+	s.kafka.tracef = s.tracef
 	s.logger = slog.New(traceHandler{s: s})
 	s.metrics.s = s
 	s.kafka.now = s.Now

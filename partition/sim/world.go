@@ -71,6 +71,7 @@ type kafka struct {
 	down             bool                     // produces, reads and commits fail
 	maxValue         int64                    // the largest record value written, for the byte bounds
 	now              func() time.Time
+	tracef           func(format string, args ...any)
 }
 
 func (k *kafka) appendDelivery(rec *kgo.Record, aborted bool) int64 {
@@ -99,6 +100,7 @@ func (k *kafka) appendParked(rec *kgo.Record) int64 {
 		k.parkedSrc = map[int64]bool{}
 	}
 	k.parkedSrc[partition.SrcOffset(&cp)] = true
+	k.tracef("parked offset %d: %s src %d", cp.Offset, cp.Key, partition.SrcOffset(&cp))
 	k.maxValue = max(k.maxValue, int64(len(cp.Value)))
 	return cp.Offset
 }
