@@ -48,11 +48,11 @@ type params struct {
 	answerLatency, produceLatency     [2]time.Duration
 	readLatency                       [2]time.Duration
 	// producerRetry is how long the producer waits before it retries what
-	// a stopped owner left in flight (driver.go, producerRetries).
-	producerRetry [2]time.Duration
-	produceFailure, readFailure       float64
-	commitFailure                     float64
-	maxProgressBytes                  int // small ones leave endpoints out of the committed parked progress
+	// a stopped owner left in flight (produce.go, producerRetries).
+	producerRetry               [2]time.Duration
+	produceFailure, readFailure float64
+	commitFailure               float64
+	maxProgressBytes            int // small ones leave endpoints out of the committed parked progress
 	// Byte budgets: the defaults (which never bind here) or a few records.
 	laneBytes, parkedWindowBytes, maxQueuedAppendBytes int64
 	maxInFlight                                        int // the instance's attempt slots; 0: no cap
@@ -202,7 +202,7 @@ type Sim struct {
 	// undeliverable: an endpoint was disabled or deleted during the run,
 	// so a lane may have had DeadLetterConcurrency tasks out at once.
 	undeliverable bool
-	scenario  *scenario
+	scenario      *scenario
 
 	elements []*element
 	byOffset map[int64]*element
