@@ -30,6 +30,11 @@ type driven struct {
 	// member is the group member id the partition was assigned under: a
 	// revoke under another one is a loss (see releaseRevoked).
 	member string
+	// producer is the group client the assignment callback was given. The
+	// owner produces from its first step (its takeover record), and the
+	// client calls onAssigned as soon as it joins, which may be before
+	// NewDeliveryStage has stored it in the stage.
+	producer *kgo.Client
 
 	mu    sync.Mutex
 	owner *partition.Owner
@@ -49,8 +54,8 @@ type driven struct {
 	attempts      sync.WaitGroup
 }
 
-func newDriven(s *DeliveryStage, p int32) (*driven, error) {
-	d := &driven{s: s, id: p, idle: make(chan struct{})}
+func newDriven(s *DeliveryStage, p int32, producer *kgo.Client) (*driven, error) {
+	d := &driven{s: s, id: p, producer: producer, idle: make(chan struct{})}
 	d.attemptCtx, d.cancelAttempt = context.WithCancel(s.ctx)
 	owner, err := partition.NewOwner(partition.Config{
 		Partition: p, ParkedTopic: s.cfg.Topics.Parked, DeadTopic: s.cfg.Topics.Dead,
@@ -211,7 +216,7 @@ func (d *driven) handProduces() {
 // produce hands one record to the group client; the promise runs once.
 func (d *driven) produce(rec *kgo.Record, promise func(*kgo.Record, error)) {
 	d.s.background.Add(1)
-	d.s.client.Produce(d.s.ctx, rec, func(r *kgo.Record, err error) {
+	d.producer.Produce(d.s.ctx, rec, func(r *kgo.Record, err error) {
 		defer d.s.background.Done()
 		promise(r, err)
 	})

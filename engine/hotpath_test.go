@@ -55,7 +55,7 @@ func newHotPath(tb testing.TB, endpoints, entities int) *hotPath {
 	s := &DeliveryStage{cfg: cfg, parts: map[int32]*driven{}, slots: partition.NewSlotPool(cfg.MaxInFlight, cfg.Now)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	tb.Cleanup(s.cancel)
-	d, err := newDriven(s, 0)
+	d, err := newDriven(s, 0, nil) // its produces are answered by hand
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 			return // the client is closing
 		}
 		at.Epoch = int64(generation)
-		d, err := newDriven(s, p)
+		d, err := newDriven(s, p, cl)
 		if err != nil {
 			s.cfg.Logger.Error("cannot own deliveries partition", "partition", p, "err", err)
 			continue
