@@ -4,14 +4,12 @@ package inbound
 
 import (
 	"encoding/base64"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
-	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
@@ -137,17 +135,8 @@ func (s *Service) submitReplay(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	job, created, err := s.replays.Submit(r.Context(), req, r.Header.Get("Idempotency-Key"))
-	var re *jobs.RequestError
-	switch {
-	case errors.As(err, &re):
-		httpjson.Error(w, http.StatusBadRequest, re.Error())
-		return
-	case err != nil:
-		adminhttp.WriteSubmitFailure(w, r, s.logger, "replay", err)
-		return
-	}
 	job.Cursor = ""
-	adminhttp.WriteJob(w, "/v1/inbound/replays/"+job.ID, created, job)
+	adminhttp.WriteSubmitted(w, r, s.logger, "replay", "/v1/inbound/replays/"+job.ID, created, job, err)
 }
 
 func (s *Service) getReplay(w http.ResponseWriter, r *http.Request) {

@@ -424,7 +424,10 @@ func TestReplayReverifyAndRepublish(t *testing.T) {
 		} {
 			var refusal map[string]any
 			c.json(http.MethodPost, "/v1/inbound/replays", bad, http.StatusBadRequest, &refusal)
-			if msg, _ := refusal["error"].(string); !strings.HasPrefix(msg, "invalid replay request: ") || len(refusal) != 1 {
+			// As a refused redrive: the bare cause in reason.
+			msg, _ := refusal["error"].(string)
+			reason, _ := refusal["reason"].(string)
+			if reason == "" || msg != "invalid replay request: "+reason || len(refusal) != 2 {
 				t.Errorf("%v: refusal %v", bad, refusal)
 			}
 		}

@@ -83,11 +83,16 @@ func WritePage(w http.ResponseWriter, what string, page any, err error) (failed 
 	return false
 }
 
-// WriteJob answers a request that submitted a background job: 202 when
-// this request started (or resumed) it, 200 with its progress when the
+// WriteSubmitted answers a request that submitted a background job (what:
+// "redrive") with what the job runner's Submit returned: 202 when this
+// request started (or resumed) the job, 200 with its progress when the
 // same request already had, and the job's address (location) in either
-// case.
-func WriteJob(w http.ResponseWriter, location string, created bool, job any) {
+// case; or the failure (writeSubmitFailure).
+func WriteSubmitted(w http.ResponseWriter, r *http.Request, logger *slog.Logger, what, location string, created bool, job any, err error) {
+	if err != nil {
+		writeSubmitFailure(w, r, logger, what, err)
+		return
+	}
 	w.Header().Set("Location", location)
 	status := http.StatusOK
 	if created {
@@ -96,11 +101,16 @@ func WriteJob(w http.ResponseWriter, location string, created bool, job any) {
 	httpjson.Write(w, status, job)
 }
 
-// WriteSubmitFailure answers a job submission (what: "redrive") that
-// failed after its request was found valid: 422 idempotency_key_reused
-// when its Idempotency-Key already names a job of a different request (the
-// client must send it under a new key), else 503 (retry), logged.
-func WriteSubmitFailure(w http.ResponseWriter, r *http.Request, logger *slog.Logger, what string, err error) {
+// writeSubmitFailure answers a job submission that failed: 400 with the
+// reason when the runner refused the request (a *jobs.RequestError); 422
+// idempotency_key_reused when its Idempotency-Key already names a job of a
+// different request (the client must send it under a new key); else 503
+// (retry), logged.
+func writeSubmitFailure(w http.ResponseWriter, r *http.Request, logger *slog.Logger, what string, err error) {
+	if re, ok := errors.AsType[*jobs.RequestError](err); ok {
+		httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: re.Error(), Reason: re.Reason})
+		return
+	}
 	if errors.Is(err, jobs.ErrKeyReused) {
 		httpjson.Write(w, http.StatusUnprocessableEntity, httpjson.ErrorBody{Reason: "idempotency_key_reused",
 			Error: "this Idempotency-Key was used for a different " + what + " request; send it under a new key"})

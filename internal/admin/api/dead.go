@@ -2,14 +2,12 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 
 	"github.com/laneway/laneway/internal/admin/adminhttp"
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/ops/deadletter"
-	"github.com/laneway/laneway/internal/ops/jobs"
 	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
@@ -77,16 +75,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	job, created, err := s.redrives.Submit(r.Context(), req, r.Header.Get("Idempotency-Key"))
-	var re *jobs.RequestError
-	switch {
-	case errors.As(err, &re):
-		httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: re.Error(), Reason: re.Reason})
-		return
-	case err != nil:
-		adminhttp.WriteSubmitFailure(w, r, s.logger, "redrive", err)
-		return
-	}
-	adminhttp.WriteJob(w, "/v1/redrives/"+job.ID, created, jobJSON(job))
+	adminhttp.WriteSubmitted(w, r, s.logger, "redrive", "/v1/redrives/"+job.ID, created, jobJSON(job), err)
 }
 
 func (s *Server) getRedrive(w http.ResponseWriter, r *http.Request) {
