@@ -383,7 +383,10 @@ func (d *driven) awaitIdle(deadline time.Time) {
 	}
 	d.s.cfg.Logger.Warn("attempts or produces still out at the release deadline; canceling attempts", "partition", d.id)
 	d.cancelAttempt()
-	d.attempts.Wait() // a canceled attempt returns at once
+	// A canceled HTTP attempt returns at once; a feed append once no
+	// request carrying it is still out (franz-go cannot take back what a
+	// broker may have written), so that none lands after the next owner's.
+	d.attempts.Wait()
 }
 
 // pauseFetch pauses fetching the partition (at assignment, until the
