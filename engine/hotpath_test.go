@@ -60,14 +60,14 @@ func newHotPath(tb testing.TB, endpoints, entities int) *hotPath {
 		tb.Fatal(err)
 	}
 	// Assignment with an empty parked partition, answered by hand: the
-	// takeover record lands at offset 0, the scan reads it.
+	// scan finds it empty, the takeover record lands at offset 0, the scan
+	// reads it.
 	d.owner.Assign(partition.Assignment{})
-	fx := d.fx.take()
-	takeover := fx.appends[0]
+	d.owner.ReadDone(d.fx.take().reads[0], partition.ReadResult{}, nil)
+	takeover := d.fx.take().appends[0]
 	d.owner.Appended(takeover, 0, nil)
-	d.fx.take()
 	rec := *takeover.Record
-	d.owner.ReadDone(fx.reads[0], partition.ReadResult{Records: []*kgo.Record{&rec}, End: 1, Next: 1}, nil)
+	d.owner.ReadDone(d.fx.take().reads[0], partition.ReadResult{Records: []*kgo.Record{&rec}, End: 1, Next: 1}, nil)
 	d.fx.take()
 	h.d = d
 	for i := range entities {

@@ -33,7 +33,7 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 		if err != nil {
 			return // the client is closing
 		}
-		at.Epoch = int64(generation)
+		at.Generation = int64(generation)
 		d, err := newDriven(s, p, cl)
 		if err != nil {
 			s.cfg.Logger.Error("cannot own deliveries partition", "partition", p, "err", err)

@@ -87,8 +87,9 @@ type Config struct {
 	// handing a record over never blocks (a completion may hand one over).
 	MaxDeadInFlight int
 	// MaxQueuedAppends is the parked appends waiting (queued, in flight or
-	// to retry) beyond which Backpressured reports true, so the driver
-	// stops fetching the partition. Default DefaultMaxQueuedAppends (20000).
+	// to retry), and separately the dead letters waiting, beyond which
+	// Backpressured reports true, so the driver stops fetching the
+	// partition. Default DefaultMaxQueuedAppends (20000).
 	MaxQueuedAppends int
 	// MaxTrackedOffsets bounds the offset tracker: it keeps one entry
 	// (40 bytes) per deliveries offset from the oldest unfinished delivery
@@ -253,9 +254,9 @@ func NewOwner(cfg Config) (*Owner, error) {
 	}
 	o.parking.init()
 	o.replay.init()
-	o.takeoverAt = -1
+	o.epochs.init(-1, 0)
 	o.appends.seq = func(a *Append) uint64 { return a.seq }
-	o.appends.issue = cfg.Effects.Append
+	o.appends.issue = o.issueAppend
 	o.appends.size = func(a *Append) int64 { return int64(len(a.Record.Value)) }
 	o.dead.seq = func(w *DeadWrite) uint64 { return w.seq }
 	o.dead.issue = cfg.Effects.WriteDead
@@ -304,20 +305,24 @@ func (o *Owner) BreakerWarmed(id string) {
 
 // flushOutboxes issues the parked appends and dead letters that may go.
 func (o *Owner) flushOutboxes(now time.Time) {
-	if o.takingOver { // the takeover record, at the head, goes alone
-		o.appends.flush(now, 1, 0)
-	} else { // a quarter of the queued bytes allowed may be with the producer
+	switch {
+	case o.epoch >= 0: // a quarter of the queued bytes allowed may be with the producer
 		o.appends.flush(now, o.cfg.MaxAppendsInFlight, o.cfg.MaxQueuedAppendBytes/4)
+	case len(o.appends.failed) > 0 || len(o.appends.queued) > 0 && o.appends.queued[0].takeover:
+		o.appends.flush(now, 1, 0) // before the takeover is settled, only it goes (epoch.go)
 	}
 	o.dead.flush(now, o.cfg.MaxDeadInFlight, 0)
 }
 
 // Backpressured reports whether the driver should stop fetching the
-// partition: parked appends are piling up (the parked partition is slow or
-// unavailable), the owner is still reading its parked partition, or the
-// offset tracker holds MaxTrackedOffsets (a delivery holds the watermark).
+// partition: parked appends or dead letters are piling up (the parked or
+// dead topic is slow or unavailable; an undeliverable endpoint's
+// deliveries die as they are fetched), the owner is still reading its
+// parked partition, or the offset tracker holds MaxTrackedOffsets (a
+// delivery holds the watermark).
 func (o *Owner) Backpressured() bool {
-	return o.appends.pending() > o.cfg.MaxQueuedAppends || o.appends.bytes > o.cfg.MaxQueuedAppendBytes || !o.discovered ||
+	return o.appends.pending() > o.cfg.MaxQueuedAppends || o.appends.bytes > o.cfg.MaxQueuedAppendBytes ||
+		o.dead.pending() > o.cfg.MaxQueuedAppends || !o.discovered ||
 		(!o.holding && o.tracker != nil && o.tracker.Len() >= o.cfg.MaxTrackedOffsets)
 }
 

@@ -229,7 +229,7 @@ func (o *Owner) enqueueAppend(pl *parkedLane, d *event.Delivery, src int64) {
 	}
 	rec := &kgo.Record{
 		Topic: o.cfg.ParkedTopic, Partition: o.cfg.Partition, Key: []byte(pl.id), Value: value,
-		Headers: []kgo.RecordHeader{{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))}, o.epochHeader()},
+		Headers: []kgo.RecordHeader{{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))}},
 	}
 	pl.appending++
 	pl.noteBacklog(d.CreatedAt)
@@ -246,7 +246,6 @@ func (o *Owner) Appended(a *Append, offset int64, err error) {
 	}
 	if a.takeover {
 		o.tookOver(offset)
-		o.flushOutboxes(o.now())
 		return
 	}
 	o.parkedEnd = max(o.parkedEnd, offset+1)

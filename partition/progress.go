@@ -36,10 +36,9 @@ type ParkedProgress struct {
 	// Rest is that offset for an endpoint not in Endpoints: it had no
 	// unfinished parked record below Rest. At least Commit.
 	Rest int64
-	// Epoch is the highest owner epoch of the records below Commit
-	// (epoch.go): a record at or above Commit stamped with a lower one is
-	// stale. 0 when unknown.
-	Epoch int64
+	// Takeover is one past the offset of the latest valid takeover record
+	// below Commit (epoch.go), 0 when unknown.
+	Takeover int64
 }
 
 // NeedsFrom returns the parked offset from which endpoint's records are
@@ -56,7 +55,7 @@ func (p ParkedProgress) NeedsFrom(endpoint string) int64 {
 // then needs nothing below it either, so no entry stays below the commit,
 // which DecodeProgress would refuse.
 func (p ParkedProgress) from(start int64) ParkedProgress {
-	out := ParkedProgress{Commit: max(p.Commit, start), Endpoints: make(map[string]int64, len(p.Endpoints)), Epoch: p.Epoch}
+	out := ParkedProgress{Commit: max(p.Commit, start), Endpoints: make(map[string]int64, len(p.Endpoints)), Takeover: p.Takeover}
 	out.Rest = max(p.Rest, out.Commit)
 	for id, at := range p.Endpoints {
 		out.Endpoints[id] = max(at, out.Commit)
@@ -70,7 +69,7 @@ type progressJSON struct {
 	V int              `json:"v"`
 	C int64            `json:"c"`
 	R int64            `json:"r"`
-	G int64            `json:"g,omitempty"`
+	T int64            `json:"t,omitempty"`
 	E map[string]int64 `json:"e,omitempty"`
 }
 
@@ -94,7 +93,7 @@ func (p ParkedProgress) Encode(maxBytes int) string {
 	})
 	// Sized entry by entry in one pass (an entry is "id":offset and a
 	// comma), then encoded; the estimate is exact, the loop only a guard.
-	kept := ParkedProgress{Commit: p.Commit, Rest: p.Commit, Endpoints: map[string]int64{}, Epoch: p.Epoch}
+	kept := ParkedProgress{Commit: p.Commit, Rest: p.Commit, Endpoints: map[string]int64{}, Takeover: p.Takeover}
 	size := len(kept.encode()) + len(`,"e":{}`)
 	for _, id := range ahead {
 		quoted, _ := json.Marshal(id) // strings always encode
@@ -113,7 +112,7 @@ func (p ParkedProgress) Encode(maxBytes int) string {
 }
 
 func (p ParkedProgress) encode() string {
-	b, err := json.Marshal(progressJSON{V: 1, C: p.Commit, R: max(p.Rest, p.Commit), G: p.Epoch, E: p.Endpoints})
+	b, err := json.Marshal(progressJSON{V: 1, C: p.Commit, R: max(p.Rest, p.Commit), T: p.Takeover, E: p.Endpoints})
 	if err != nil {
 		panic(err) // a struct of ints and a string map always encodes
 	}
@@ -142,7 +141,7 @@ func DecodeProgress(s string) (ParkedProgress, error) {
 	// An entry below the commit means the commit (NeedsFrom reads it so);
 	// owners before 2026-12 could write one when retention had passed the
 	// commit they were assigned.
-	return ParkedProgress{Commit: j.C, Rest: j.R, Endpoints: j.E, Epoch: j.G}.from(j.C), nil
+	return ParkedProgress{Commit: j.C, Rest: j.R, Endpoints: j.E, Takeover: j.T}.from(j.C), nil
 }
 
 // Commit is what the driver commits for the partition, in one offset
@@ -176,7 +175,7 @@ func (o *Owner) parkedProgress() ParkedProgress {
 		return o.assigned.from(o.scanStart)
 	}
 	p := ParkedProgress{Commit: o.parkedCommitOffset(), Rest: o.parkedEnd, Endpoints: make(map[string]int64, len(o.parked))}
-	p.Epoch = o.floorAt(p.Commit)
+	p.Takeover = o.latestValid(p.Commit) + 1
 	for id, pl := range o.parked {
 		p.Endpoints[id] = max(pl.lowestUnfinished(), p.Commit)
 	}

@@ -7,13 +7,13 @@ import (
 )
 
 func TestProgressRoundTrip(t *testing.T) {
-	p := ParkedProgress{Commit: 10, Rest: 500, Endpoints: map[string]int64{"ep_a": 10, "ep_b": 120}, Epoch: 7}
+	p := ParkedProgress{Commit: 10, Rest: 500, Endpoints: map[string]int64{"ep_a": 10, "ep_b": 120}, Takeover: 7}
 	got, err := DecodeProgress(p.Encode(DefaultMaxProgressBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Epoch != 7 {
-		t.Errorf("Epoch = %d, want 7", got.Epoch)
+	if got.Takeover != 7 {
+		t.Errorf("Takeover = %d, want 7", got.Takeover)
 	}
 	for id, want := range map[string]int64{"ep_a": 10, "ep_b": 120, "ep_other": 500} {
 		if at := got.NeedsFrom(id); at != want {
@@ -26,7 +26,7 @@ func TestProgressRoundTrip(t *testing.T) {
 // endpoint not listed, fall back to the commit; none is ever read from
 // above its own progress.
 func TestProgressTruncatesSafely(t *testing.T) {
-	p := ParkedProgress{Commit: 100, Rest: 10_000, Endpoints: map[string]int64{}, Epoch: 42}
+	p := ParkedProgress{Commit: 100, Rest: 10_000, Endpoints: map[string]int64{}, Takeover: 42}
 	for i := range 300 {
 		p.Endpoints[fmt.Sprintf("ep_%03d", i)] = 100 + int64(i)
 	}
@@ -57,8 +57,8 @@ func TestProgressTruncatesSafely(t *testing.T) {
 	if _, ok := got.Endpoints["ep_299"]; !ok {
 		t.Fatal("the endpoint furthest ahead was left out")
 	}
-	if got.Epoch != p.Epoch {
-		t.Fatalf("the truncated progress lost its epoch: %d, want %d", got.Epoch, p.Epoch)
+	if got.Takeover != p.Takeover {
+		t.Fatalf("the truncated progress lost its takeover: %d, want %d", got.Takeover, p.Takeover)
 	}
 }
 

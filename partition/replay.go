@@ -100,7 +100,6 @@ func (o *Owner) appendEndMarker(endpointID string, t *Task, ended func()) {
 		Headers: []kgo.RecordHeader{
 			{Key: SrcHeader, Value: []byte(strconv.FormatInt(src, 10))},
 			{Key: EndHeader, Value: []byte(strconv.FormatInt(parkedAt, 10))},
-			o.epochHeader(),
 		},
 	}
 	o.appendSeq++
@@ -128,9 +127,9 @@ type Assignment struct {
 	// ReplayEnd is one past the deliveries partition's last record at
 	// assignment: the replay range ends there.
 	ReplayEnd int64
-	// Epoch is this owner's epoch: the consumer-group generation the
-	// partition was assigned in. A later owner's must be higher (epoch.go).
-	Epoch int64
+	// Generation is the consumer-group generation the partition was
+	// assigned in (epoch.go: an owner does not take over from a later one).
+	Generation int64
 }
 
 // Assign begins ownership: before any delivery of the partition is
@@ -149,9 +148,7 @@ func (o *Owner) Assign(a Assignment) {
 	start := a.Parked.Commit
 	o.parkedEnd, o.scanStart = start, start
 	o.scanCursor, o.deliveriesAt = start, a.DeliveriesCommitted
-	o.epoch, o.base = a.Epoch, a.Parked.Epoch
-	o.queueTakeover()
-	o.flushOutboxes(o.now())
+	o.epochs.init(a.Parked.Takeover-1, a.Generation)
 	o.scanRead()
 }
 
@@ -188,11 +185,17 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 		return
 	}
 	o.parkedEnd = max(o.parkedEnd, res.End)
-	if !o.scanPastTakeover() {
-		if !o.takingOver { // in Kafka, not read yet (the read began before it landed)
-			o.scanRead()
-		}
-		return // else tookOver reads on
+	o.checkOwnTakeover()
+	switch {
+	case o.epoch >= 0:
+	case !o.takeoverOut: // at the end: take over (again)
+		o.takeOver()
+		return // tookOver reads on
+	case o.takeoverAt >= 0: // in Kafka, not read yet (the read began before it landed)
+		o.scanRead()
+		return
+	default:
+		return // tookOver reads on
 	}
 	o.discovered = true
 	o.holdUntil = o.now().Add(o.cfg.ReplayHold)
@@ -218,6 +221,9 @@ func (o *Owner) scanExpired(logStart int64) {
 			"unlisted_endpoints_affected", o.assigned.NeedsFrom("") < logStart)
 		o.cfg.Metrics.ParkedExpired(int(logStart - o.scanCursor))
 	}
+	if logStart > o.scanCursor {
+		o.base, o.valid = -1, nil // the takeover records there went with them
+	}
 	o.scanCursor, o.scanStart = logStart, logStart
 }
 
@@ -228,8 +234,8 @@ func (o *Owner) noteDiscovered(r *kgo.Record) {
 			"offset", r.Offset, "endpoint", string(r.Key), "src", SrcOffset(r))
 		return
 	}
-	o.noteEpoch(r)
 	if isTakeover(r) {
+		o.noteTakeover(r)
 		return
 	}
 	if _, ok := endMarker(r); ok {

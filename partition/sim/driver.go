@@ -79,7 +79,7 @@ func (in *instance) assign() {
 	k := in.s.kafka
 	in.s.tracef("gen %d assigned: deliveries from %d, parked progress %s", in.gen, in.fetchPos, k.parkedProgress.Encode(partition.DefaultMaxProgressBytes))
 	a := partition.Assignment{Parked: k.parkedProgress, DeliveriesCommitted: k.deliveriesCommit, ReplayEnd: k.lastRecordEnd(),
-		Epoch: int64(in.gen)}
+		Generation: int64(in.gen)}
 	in.replayRange = max(0, a.ReplayEnd-a.DeliveriesCommitted)
 	if in.replayRange > 0 {
 		in.hold = in.s.fullHold()

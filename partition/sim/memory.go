@@ -100,7 +100,10 @@ func (s *Sim) countBounds(in *instance, f partition.Footprint) [10]bound {
 		{"parked copies", int64(f.Copies), lanes * copiesPerLane},
 		{"queued appends", int64(f.QueuedAppends), int64(p.maxQueuedAppends+p.maxPollRecords) +
 			lanes*int64(p.laneBuffer+p.maxPollRecords+8) + int64(h.appends)},
-		{"queued dead letters", int64(f.QueuedDeadLetters), inLanes + lanes*int64(p.parkedWindow) + int64(p.maxPollRecords+h.tasks)},
+		// Lanes and windows dying at once, and what the dispatch dead-letters
+		// (an undeliverable endpoint's) up to the backpressure, and one poll.
+		{"queued dead letters", int64(f.QueuedDeadLetters), inLanes + lanes*int64(p.parkedWindow) +
+			int64(p.maxQueuedAppends+p.maxPollRecords+h.tasks)},
 		// Filled by the assignment scan only, one per delivery of the
 		// replay range found parked, and emptied as the replay meets them.
 		{"offsets found parked at assignment", int64(f.AlreadyParked), in.replayRange},
