@@ -24,6 +24,7 @@
 //	parking.go    parking a lane: copies of in-flight deliveries, appends, hand-over
 //	readback.go   reading a parked lane back: the window, staging, dying unread
 //	replay.go     assignment: the scan of the parked partition, the replay hold
+//	epoch.go      takeover records and epochs: an earlier owner's late appends are stale
 //	progress.go   the parked progress per endpoint, committed as the commit's metadata
 //	outbox.go     produces issued in order and retried in order
 //	memory.go     what the owner holds: footprint, byte budgets
@@ -34,7 +35,8 @@
 //	bug_on.go     the same, true under the simbug build tag: brings back the bug that started
 //	              the simulator, so that go test -tags simbug ./partition/sim shows it is found
 //
-// And its tests, beside the files they test: lane_test.go, outbox_test.go,
-// progress_test.go, slots_test.go, stats_test.go, tracker_test.go. The
-// Owner as a whole is tested by the simulator, package sim.
+// And its tests, beside the files they test: epoch_test.go, lane_test.go,
+// outbox_test.go, progress_test.go, slots_test.go, stats_test.go,
+// tracker_test.go. The Owner as a whole is tested by the simulator,
+// package sim.
 package partition
