@@ -27,7 +27,8 @@
 //	stage_rig_test.go  the delivery stage's rig: kfake or the real broker, fakes, a recording receiver
 //	stage_*_test.go    the delivery stage, one concern a file: backpressure, breakers, bytes, disable,
 //	                   expiry (a paused backlog past max_age), feed, fencing (a zombie's commit, a
-//	                   lost partition), parked progress, slots, stop, thin payloads
+//	                   lost partition), parked progress, slots, stop, takeover (a late append
+//	                   of an earlier owner is skipped), thin payloads
 //	workers_test.go    the attempt goroutines: reused, and drained on stop
 //	events_test.go     the stages' events (the log tests wait on)
 //	hanging_test.go    the fan-out repairing hanging transactions, on the real broker
