@@ -128,6 +128,18 @@ func (e *epochs) newerOwner() (int64, bool) {
 	return gen, ok && gen > e.generation
 }
 
+// skipStale reports whether r is stale, and logs it when it is.
+func (o *Owner) skipStale(r *kgo.Record) bool {
+	if !o.stale(r) {
+		return false
+	}
+	o.log.Warn("stale parked record skipped: an earlier owner's append landed after a later owner took over",
+		"endpoint", string(r.Key), "offset", r.Offset, "src", SrcOffset(r))
+	return true
+}
+
+// headerInt returns the integer value of r's header key, and whether it has
+// one that parses.
 func headerInt(r *kgo.Record, key string) (int64, bool) {
 	for _, h := range r.Headers {
 		if h.Key == key {

@@ -368,12 +368,8 @@ func (o *Owner) skipFinishedCopy(ls *laneState, t *Task, w *Work) bool {
 // SrcOffset returns the deliveries offset a parked record came from, -1 if
 // it names none.
 func SrcOffset(r *kgo.Record) int64 {
-	for _, h := range r.Headers {
-		if h.Key == SrcHeader {
-			if v, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-				return v
-			}
-		}
+	if v, ok := headerInt(r, SrcHeader); ok {
+		return v
 	}
 	return -1
 }

@@ -144,9 +144,7 @@ func (o *Owner) load(pl *parkedLane, res ReadResult) {
 			pl.cursor = r.Offset + 1
 			continue
 		}
-		if o.stale(r) {
-			o.log.Warn("stale parked record skipped: an earlier owner's append landed after a later owner took over",
-				"endpoint", pl.id, "offset", r.Offset, "src", SrcOffset(r))
+		if o.skipStale(r) {
 			pl.cursor = r.Offset + 1
 			continue
 		}

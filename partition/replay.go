@@ -109,13 +109,7 @@ func (o *Owner) appendEndMarker(endpointID string, t *Task, ended func()) {
 // endMarker returns the parked offset an end marker names, and whether r
 // is one.
 func endMarker(r *kgo.Record) (parkedAt int64, ok bool) {
-	for _, h := range r.Headers {
-		if h.Key == EndHeader {
-			v, err := strconv.ParseInt(string(h.Value), 10, 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
+	return headerInt(r, EndHeader)
 }
 
 // Assignment is where an owner starts: the commits it found.
@@ -228,10 +222,8 @@ func (o *Owner) scanExpired(logStart int64) {
 }
 
 func (o *Owner) noteDiscovered(r *kgo.Record) {
-	if o.stale(r) {
+	if o.skipStale(r) {
 		o.staleSkipped++
-		o.log.Warn("stale parked record skipped: an earlier owner's append landed after a later owner took over",
-			"offset", r.Offset, "endpoint", string(r.Key), "src", SrcOffset(r))
 		return
 	}
 	if isTakeover(r) {
