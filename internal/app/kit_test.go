@@ -228,7 +228,7 @@ func waitDeadLetters(t *testing.T, api apiClient, endpointID string, want int) [
 			if err := json.Unmarshal(out, &page); err != nil {
 				t.Fatal(err)
 			}
-			all = append(all, page.Letters...)
+			all = append(all, page.Items...)
 			if cursor = page.Next; cursor == "" {
 				break
 			}

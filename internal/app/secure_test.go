@@ -107,7 +107,7 @@ func checkDoorSearchesAndSealing(t *testing.T, f *fleet.Fleet, a *app.App, api a
 	q := url.Values{"tenant": {"acme"}, "since": {since}}
 	code, out := api.do("GET", "/v1/events?"+q.Encode(), nil)
 	var page eventsearch.Page
-	if code != http.StatusOK || json.Unmarshal(out, &page) != nil || len(page.Events) != 1 {
+	if code != http.StatusOK || json.Unmarshal(out, &page) != nil || len(page.Items) != 1 {
 		t.Errorf("GET /v1/events?%s: %d %s; want the one forwarded event", q.Encode(), code, out)
 	}
 

@@ -29,11 +29,7 @@ type Filter struct {
 }
 
 // Page is one page of a listing.
-type Page struct {
-	Items   []Item `json:"data"`
-	Next    string `json:"next_cursor"`
-	Scanned int    `json:"scanned"`
-}
+type Page = logscan.Found[Item]
 
 // Finder lists inbound requests from the inbound topic alone and reads
 // captured requests back by id. It is safe for concurrent use.
@@ -86,14 +82,10 @@ func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit i
 			return Page{}, err
 		}
 	}
-	found, err := logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Item, bool) {
+	return logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Item, bool) {
 		it, ok := f.itemOf(r, committed)
 		return it, ok && filter.matches(&it)
 	})
-	if err != nil {
-		return Page{}, err
-	}
-	return Page{Items: found.Items, Next: found.Next, Scanned: found.Scanned}, nil
 }
 
 // itemOf reads a record as a listed request: an outcome, or a capture that

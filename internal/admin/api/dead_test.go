@@ -32,7 +32,7 @@ func (f *fakeDead) Find(_ context.Context, filter deadletter.Filter, cursor stri
 		return deadletter.Page{}, logscan.ErrBadCursor
 	}
 	l := deadletter.Letter{DeadLetter: event.DeadLetter{ID: "ev1:ep_1", Reason: event.ReasonGone, EndpointID: "ep_1"}, Partition: 2, Offset: 7}
-	return deadletter.Page{Letters: []deadletter.Letter{l}, Next: "next"}, nil
+	return deadletter.Page{Items: []deadletter.Letter{l}, Next: "next"}, nil
 }
 
 func (f *fakeDead) Submit(_ context.Context, req deadletter.Request, key string) (deadletter.Job, bool, error) {

@@ -430,7 +430,7 @@ func (f *specDead) Find(_ context.Context, _ deadletter.Filter, cursor string, _
 	d := event.NewDelivery(event.Envelope{ID: "ev1", Type: "order.updated", Tenant: "acme", Entity: "order:123",
 		Revision: 17, Coalesce: true, OccurredAt: t0, Data: json.RawMessage(`{"status":"paid"}`)}, "ep_1", t0)
 	d.Attempts, d.NotBefore, d.LastError = 20, t0.Add(time.Hour), "503 Service Unavailable"
-	page := deadletter.Page{Scanned: 42, Letters: []deadletter.Letter{
+	page := deadletter.Page{Scanned: 42, Items: []deadletter.Letter{
 		{DeadLetter: event.DeadLetter{ID: "ev1:ep_1", Reason: event.ReasonMaxAttempts, Detail: d.LastError,
 			DeadAt: t0, EndpointID: "ep_1", Delivery: &d}, Partition: 2, Offset: 7},
 		{DeadLetter: event.DeadLetter{ID: "laneway.events-1-99", Reason: event.ReasonInvalidEvent,
@@ -504,7 +504,7 @@ func (f *specEvents) Find(_ context.Context, _ eventsearch.Filter, cursor string
 	case cursor == "bad":
 		return eventsearch.Page{}, logscan.ErrBadCursor
 	}
-	page := eventsearch.Page{Scanned: 12, Events: []eventsearch.Event{
+	page := eventsearch.Page{Scanned: 12, Items: []eventsearch.Event{
 		{Envelope: event.Envelope{ID: "ev1", Type: "order.updated", Tenant: "acme", Entity: "order:123", Revision: 17,
 			Coalesce: true, OccurredAt: t0, Data: json.RawMessage(`{"status":"paid"}`)}, AcceptedAt: t0.Add(time.Second), Partition: 3, Offset: 48213},
 		{Envelope: event.Envelope{ID: "ev2", Type: "order.created", Tenant: "acme", Entity: "order:124", OccurredAt: t0},

@@ -18,7 +18,7 @@ func (f *fakeEvents) Find(_ context.Context, filter eventsearch.Filter, cursor s
 	if cursor == "bad" {
 		return eventsearch.Page{}, logscan.ErrBadCursor
 	}
-	return eventsearch.Page{Events: []eventsearch.Event{{Envelope: event.Envelope{ID: "ev1", Tenant: filter.Tenant}}}}, nil
+	return eventsearch.Page{Items: []eventsearch.Event{{Envelope: event.Envelope{ID: "ev1", Tenant: filter.Tenant}}}}, nil
 }
 
 func TestListEventsNeedsATimeRange(t *testing.T) {

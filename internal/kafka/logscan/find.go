@@ -16,14 +16,16 @@ func NewCommitted(client *kgo.Client, topic string) *Scanner {
 	return New(kread.NewReader(client, topic, kread.ReadCommitted()), kadm.NewClient(client))
 }
 
-// Found is one page of the values Find decoded.
+// Found is one page of the values Find decoded. Its JSON is the page every
+// search of the admin API answers (dead letters, events, inbound
+// requests), so that each search declares its items and nothing else.
 type Found[T any] struct {
 	// Items are in the page's order; never nil.
-	Items []T
+	Items []T `json:"data"`
 	// Next continues the scan; empty when the range is exhausted.
-	Next string
+	Next string `json:"next_cursor"`
 	// Scanned is the number of records this page examined.
-	Scanned int
+	Scanned int `json:"scanned"`
 }
 
 // Find scans one page of q and keeps the records decode accepts, each

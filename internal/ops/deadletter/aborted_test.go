@@ -60,7 +60,7 @@ func findAll(ctx context.Context, t *testing.T, f *Finder, filter Filter, limit 
 		if err != nil {
 			t.Fatalf("page %d: %v (found %v)", pages, err, ids)
 		}
-		for _, l := range page.Letters {
+		for _, l := range page.Items {
 			ids = append(ids, l.Delivery.EventID)
 		}
 		if cursor = page.Next; cursor == "" {

@@ -167,7 +167,7 @@ func TestFindFiltersAndPagesOneEndpointPartition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, page.Letters...)
+		got = append(got, page.Items...)
 		if cursor = page.Next; cursor == "" {
 			break
 		}
@@ -181,8 +181,8 @@ func TestFindFiltersAndPagesOneEndpointPartition(t *testing.T) {
 		}
 	}
 	page, err := f.finder.Find(ctx, Filter{Reason: event.ReasonGone}, "", 1000)
-	if err != nil || len(page.Letters) != 50 {
-		t.Fatalf("reason filter: %d letters, %v", len(page.Letters), err)
+	if err != nil || len(page.Items) != 50 {
+		t.Fatalf("reason filter: %d letters, %v", len(page.Items), err)
 	}
 }
 
@@ -259,7 +259,7 @@ func TestRedriveResumesAJobWhoseRunnerWentAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := first.redrive(ctx, page.Letters); err != nil {
+	if _, err := first.redrive(ctx, page.Items); err != nil {
 		t.Fatal(err)
 	}
 	norm, _, _ := jobs.Prepare(Validate, selection)(req)

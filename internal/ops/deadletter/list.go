@@ -39,11 +39,7 @@ type Filter struct {
 }
 
 // Page is one page of a search.
-type Page struct {
-	Letters []Letter `json:"data"`
-	Next    string   `json:"next_cursor"`
-	Scanned int      `json:"scanned"`
-}
+type Page = logscan.Found[Letter]
 
 // Finder searches the dead topic. It is safe for concurrent use.
 type Finder struct {
@@ -78,14 +74,10 @@ func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit i
 		return Page{}, err
 	}
 	q.Partitions = parts
-	found, err := logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Letter, bool) {
+	return logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Letter, bool) {
 		l, ok := decode(r)
 		return l, ok && filter.matches(l)
 	})
-	if err != nil {
-		return Page{}, err
-	}
-	return Page{Letters: found.Items, Next: found.Next, Scanned: found.Scanned}, nil
 }
 
 func decode(r *kgo.Record) (Letter, bool) {

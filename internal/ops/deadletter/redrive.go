@@ -162,7 +162,7 @@ func redriveFields(j *Job) (*jobrecord.Head[Request], *int64, *int64, *int64, *j
 // Page reads the letters at job's cursor.
 func (k *redrive) Page(ctx context.Context, job jobs.Job[Request]) ([]Letter, int, string, error) {
 	page, err := k.cfg.Finder.Find(ctx, filterOf(job), job.Cursor, k.cfg.PageSize)
-	return page.Letters, page.Scanned, page.Next, err
+	return page.Items, page.Scanned, page.Next, err
 }
 
 func filterOf(j jobs.Job[Request]) Filter {

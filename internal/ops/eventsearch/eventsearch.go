@@ -31,11 +31,7 @@ type Event struct {
 }
 
 // Page is one page of results.
-type Page struct {
-	Events  []Event `json:"data"`
-	Next    string  `json:"next_cursor"`
-	Scanned int     `json:"scanned"`
-}
+type Page = logscan.Found[Event]
 
 // Finder searches the events topic. It is safe for concurrent use.
 type Finder struct{ scanner *logscan.Scanner }
@@ -56,14 +52,10 @@ func (f *Finder) Fetched() int64 { return f.scanner.Fetched() }
 // Find returns one page of events matching filter, continuing from cursor.
 func (f *Finder) Find(ctx context.Context, filter Filter, cursor string, limit int) (Page, error) {
 	q := logscan.Query{Since: filter.Since, Until: filter.Until, Cursor: cursor, Limit: limit}
-	found, err := logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Event, bool) {
+	return logscan.Find(ctx, f.scanner, q, func(r *kgo.Record) (Event, bool) {
 		e, ok := decode(r)
 		return e, ok && filter.matches(e.Envelope)
 	})
-	if err != nil {
-		return Page{}, err
-	}
-	return Page{Events: found.Items, Next: found.Next, Scanned: found.Scanned}, nil
 }
 
 // decode reads an event record leniently: a record that is not an envelope

@@ -65,7 +65,7 @@ func TestNarrowWindowReadsASmallFraction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range page.Events {
+		for _, e := range page.Items {
 			if e.Tenant != "acme" || e.AcceptedAt.Before(since) || e.AcceptedAt.After(until) {
 				t.Fatalf("event outside the filter: %+v", e)
 			}

@@ -386,7 +386,7 @@ func (r *batchRun) deadLetters(ctx context.Context, ep *batchEndpoint) []event.D
 			r.t.Logf("searching %s's dead letters: %v", ep.id, err)
 			return nil
 		}
-		for _, l := range page.Letters {
+		for _, l := range page.Items {
 			out = append(out, l.DeadLetter)
 		}
 		if cursor = page.Next; cursor == "" {
