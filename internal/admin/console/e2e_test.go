@@ -210,6 +210,27 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	c.eventually("the redriven delivery reached A", func() bool { return recvA.delivered("evt-console-1") })
 
+	// The same letter ticked through the header's box: a job by id, which
+	// finds it sent by the first job.
+	b.do("select every letter shown", chromedp.Click(chromedp.ID("dead-select-all")))
+	b.poll("the selection is counted", `document.getElementById('redrive-selected').textContent === 'Redrive selected (1)' && `+
+		`!document.getElementById('redrive-selected').disabled`)
+	b.do("redrive the selected letter", chromedp.Click(chromedp.ID("redrive-selected")))
+	b.poll("a second job is done", fmt.Sprintf(`document.getElementById('redrive-job')?.textContent !== %q && `+
+		`document.querySelector('#redrive-progress[data-status="done"]') !== null`, jobID))
+	var byID struct {
+		Status          string `json:"status"`
+		Matched         int    `json:"matched"`
+		AlreadyRedriven int    `json:"already_redriven"`
+		Request         struct {
+			IDs []string `json:"ids"`
+		} `json:"request"`
+	}
+	c.getJSON("/v1/redrives/"+url.PathEscape(run(b, "read the second job id", chromedp.Text(chromedp.ID("redrive-job")))), &byID)
+	if byID.Status != "done" || byID.Matched != 1 || byID.AlreadyRedriven != 1 || len(byID.Request.IDs) != 1 {
+		t.Fatalf("redrive of the selected letter: %+v, want done with the one id matched and already redriven", byID)
+	}
+
 	// Events by time range. The page's own helper turns instants into the
 	// browser's local time, whatever its zone.
 	since, until := started.Add(-time.Minute), time.Now().Add(2*time.Minute)

@@ -702,6 +702,38 @@ function searchPage(ctx, opts) {
 
 function setParam(params, key, value) { if (value) params.set(key, value); }
 
+// bulkActions is the selection of a results table and its two job
+// buttons: "<verb> selected" submits the ids of the ticked rows,
+// "<verb> all matching" the filters of the results shown. whyNotAll says
+// why the second may not run ('' when it may); allHint says what it does.
+function bulkActions(o) {
+  const selectedBtn = el('button', { type: 'button', id: o.id + '-selected', disabled: true, text: o.verb + ' selected' });
+  const allBtn = el('button', { type: 'button', id: o.id + '-all', class: 'danger', disabled: true, text: o.verb + ' all matching' });
+  const hint = el('span', { class: 'muted small', id: o.id + '-hint' });
+  const selectAll = el('input', { type: 'checkbox', id: o.selectAllId, 'aria-label': 'Select all shown' });
+  const attr = 'data-' + o.attr;
+  const boxes = () => [...view.querySelectorAll(`input[${attr}]`)];
+  const update = () => {
+    const n = boxes().filter((b) => b.checked).length;
+    selectedBtn.disabled = n === 0;
+    selectedBtn.textContent = n ? `${o.verb} selected (${n})` : `${o.verb} selected`;
+    const why = o.whyNotAll();
+    allBtn.disabled = !!why;
+    hint.textContent = why || o.allHint;
+  };
+  selectAll.addEventListener('change', () => { boxes().forEach((b) => { b.checked = selectAll.checked; }); update(); });
+  selectedBtn.addEventListener('click', () => act(selectedBtn,
+    () => o.submitSelected(boxes().filter((b) => b.checked).map((b) => b.getAttribute(attr)))));
+  allBtn.addEventListener('click', () => act(allBtn, o.submitAll));
+  return {
+    buttons: [selectedBtn, allBtn, hint],
+    header: el('th', {}, selectAll),
+    checkbox: (id) => el('input', { type: 'checkbox', [attr]: id, 'aria-label': 'Select ' + id, onchange: update }),
+    reset: () => { selectAll.checked = false; update(); },
+    update,
+  };
+}
+
 function deadPage(ctx, params) {
   const endpoint = el('input', { id: 'dead-endpoint', list: 'dead-endpoints', placeholder: 'any', value: params.get('endpoint_id') || '', class: 'mono' });
   const endpoints = el('datalist', { id: 'dead-endpoints' });
@@ -710,11 +742,7 @@ function deadPage(ctx, params) {
   reason.value = params.get('reason') || '';
   const since = el('input', { id: 'dead-since', type: 'datetime-local', value: isoToLocalInput(params.get('since')) });
   const until = el('input', { id: 'dead-until', type: 'datetime-local', value: isoToLocalInput(params.get('until')) });
-  const selectedBtn = el('button', { type: 'button', id: 'redrive-selected', disabled: true, text: 'Redrive selected' });
-  const allBtn = el('button', { type: 'button', id: 'redrive-all', class: 'danger', disabled: true, text: 'Redrive all matching' });
-  const hint = el('span', { class: 'muted small', id: 'redrive-hint' });
   const progress = redriveProgress(ctx);
-  const selectAll = el('input', { type: 'checkbox', id: 'dead-select-all', 'aria-label': 'Select all shown' });
 
   const filters = () => {
     const p = new URLSearchParams();
@@ -725,16 +753,17 @@ function deadPage(ctx, params) {
     return p;
   };
   let searched = new URLSearchParams(); // the filters of the results shown
-  const boxes = () => [...view.querySelectorAll('input[data-letter-id]')];
-  const updateButtons = () => {
-    const n = boxes().filter((b) => b.checked).length;
-    selectedBtn.disabled = n === 0;
-    selectedBtn.textContent = n ? `Redrive selected (${n})` : 'Redrive selected';
-    allBtn.disabled = !searched.get('endpoint_id');
-    hint.textContent = allBtn.disabled
-      ? 'Filter by one endpoint to redrive all its matching letters.'
-      : 'Redrives every letter of the endpoint matching these filters, not only those shown.';
-  };
+  const bulk = bulkActions({
+    id: 'redrive', selectAllId: 'dead-select-all', verb: 'Redrive', attr: 'letter-id',
+    whyNotAll: () => (searched.get('endpoint_id') ? '' : 'Filter by one endpoint to redrive all its matching letters.'),
+    allHint: 'Redrives every letter of the endpoint matching these filters, not only those shown.',
+    submitSelected: (ids) => progress.start({ ids }),
+    submitAll: () => {
+      const req = { endpoint_id: searched.get('endpoint_id') };
+      for (const k of ['reason', 'since', 'until']) if (searched.get(k)) req[k] = searched.get(k);
+      return progress.start(req);
+    },
+  });
 
   const page = searchPage(ctx, {
     id: 'dead', title: 'Dead letters', path: '/v1/dead',
@@ -745,16 +774,16 @@ function deadPage(ctx, params) {
       el('label', {}, 'Died after', since),
       el('label', {}, 'Died before', until),
     ],
-    extra: [el('div', { class: 'panel' }, el('div', { class: 'actions' }, selectedBtn, allBtn, hint), progress.node)],
-    columns: [el('th', {}, selectAll), th('Died'), th('Endpoint'), th('Reason'), th('Event'), th('Attempts', 'num'), th('Last error / detail')],
+    extra: [el('div', { class: 'panel' }, el('div', { class: 'actions' }, ...bulk.buttons), progress.node)],
+    columns: [bulk.header, th('Died'), th('Endpoint'), th('Reason'), th('Event'), th('Attempts', 'num'), th('Last error / detail')],
     empty: 'No dead letters match.',
     query: () => { searched = filters(); return searched; },
-    onResults: () => { selectAll.checked = false; updateButtons(); },
+    onResults: bulk.reset,
     row: (l) => {
       const d = l.delivery || {};
       const detail = d.last_error || l.detail || '';
       return el('tr', { 'data-letter-id': l.id },
-        td(el('input', { type: 'checkbox', 'data-letter-id': l.id, 'aria-label': 'Select ' + l.id, onchange: updateButtons })),
+        td(bulk.checkbox(l.id)),
         td(fmtTime(l.dead_at)),
         td(l.endpoint_id ? endpointLink(l.endpoint_id) : '—'),
         td(badge([l.reason, TERMINAL_REASONS.includes(l.reason) ? 'red' : 'amber'])),
@@ -763,22 +792,10 @@ function deadPage(ctx, params) {
         td(detail, 'err', detail || undefined));
     },
   });
-  selectAll.addEventListener('change', () => { boxes().forEach((b) => { b.checked = selectAll.checked; }); updateButtons(); });
-
-  selectedBtn.addEventListener('click', () => act(selectedBtn, async () => {
-    const ids = boxes().filter((b) => b.checked).map((b) => b.dataset.letterId);
-    await progress.start({ ids });
-  }));
-  allBtn.addEventListener('click', () => act(allBtn, async () => {
-    const req = { endpoint_id: searched.get('endpoint_id') };
-    for (const k of ['reason', 'since', 'until']) if (searched.get(k)) req[k] = searched.get(k);
-    await progress.start(req);
-  }));
-
   api('GET', '/v1/endpoints').then((list) => {
     if (ctx.alive) endpoints.replaceChildren(...(list.data || []).map((ep) => el('option', { value: ep.id, text: `${ep.tenant} · ${ep.url}` })));
   }, () => {});
-  updateButtons();
+  bulk.update();
   page.search();
 }
 
@@ -963,11 +980,7 @@ function inboundPage(ctx, params) {
   const until = el('input', { id: 'inbound-until', type: 'datetime-local', value: isoToLocalInput(params.get('until')) });
   const action = el('select', { id: 'replay-action', 'aria-label': 'Replay action' },
     el('option', { value: 'reverify', text: 'Re-verify' }), el('option', { value: 'republish', text: 'Re-publish' }));
-  const selectedBtn = el('button', { type: 'button', id: 'replay-selected', disabled: true, text: 'Replay selected' });
-  const allBtn = el('button', { type: 'button', id: 'replay-all', class: 'danger', disabled: true, text: 'Replay all matching' });
-  const hint = el('span', { class: 'muted small', id: 'replay-hint' });
   const replay = replayPanel(ctx);
-  const selectAll = el('input', { type: 'checkbox', id: 'inbound-select-all', 'aria-label': 'Select all shown' });
 
   const filters = () => {
     const p = new URLSearchParams();
@@ -979,18 +992,22 @@ function inboundPage(ctx, params) {
     return p;
   };
   let searched = new URLSearchParams(); // the filters of the results shown
-  const boxes = () => [...view.querySelectorAll('input[data-request-id]')];
-  const updateButtons = () => {
-    const n = boxes().filter((b) => b.checked).length;
-    selectedBtn.disabled = n === 0;
-    selectedBtn.textContent = n ? `Replay selected (${n})` : 'Replay selected';
-    let why = '';
-    if (!searched.get('since')) why = 'Set a start time to replay every request of a time range.';
-    else if (searched.get('status') === 'pending') why = 'Pending requests are verified anyway.';
-    else if (searched.get('job')) why = 'A replay job cannot be selected by job; tick the requests instead.';
-    allBtn.disabled = !!why;
-    hint.textContent = why || 'Replays every decided request matching these filters, not only those shown.';
-  };
+  const bulk = bulkActions({
+    id: 'replay', selectAllId: 'inbound-select-all', verb: 'Replay', attr: 'request-id',
+    whyNotAll: () => {
+      if (!searched.get('since')) return 'Set a start time to replay every request of a time range.';
+      if (searched.get('status') === 'pending') return 'Pending requests are verified anyway.';
+      if (searched.get('job')) return 'A replay job cannot be selected by job; tick the requests instead.';
+      return '';
+    },
+    allHint: 'Replays every decided request matching these filters, not only those shown.',
+    submitSelected: (ids) => replay.start({ action: action.value, ids }),
+    submitAll: () => {
+      const req = { action: action.value };
+      for (const k of ['source', 'status', 'since', 'until']) if (searched.get(k)) req[k] = searched.get(k);
+      return replay.start(req);
+    },
+  });
 
   const page = searchPage(ctx, {
     id: 'inbound', title: 'Inbound', path: '/v1/inbound/requests',
@@ -1003,19 +1020,19 @@ function inboundPage(ctx, params) {
       el('label', {}, 'Decided before', until),
       el('label', {}, 'Replay job', job),
     ],
-    extra: [el('div', { class: 'panel' }, el('div', { class: 'actions' }, action, selectedBtn, allBtn, hint), replay.node)],
-    columns: [el('th', {}, selectAll), th('Received'), th('Request'), th('Status'), th('Reason'), th('Event'),
+    extra: [el('div', { class: 'panel' }, el('div', { class: 'actions' }, action, ...bulk.buttons), replay.node)],
+    columns: [bulk.header, th('Received'), th('Request'), th('Status'), th('Reason'), th('Event'),
       th('Body', 'num'), th('Replay'), th('Decided')],
     empty: 'No requests match.',
     query: () => { searched = filters(); return searched; },
-    onResults: () => { selectAll.checked = false; updateButtons(); },
+    onResults: bulk.reset,
     row: (it) => {
       rememberItem(it);
       let reason = '—';
       if (it.reason) reason = [el('span', { class: 'mono', text: it.reason }), el('span', { class: 'sub', title: it.detail, text: it.detail || '' })];
       else if (it.duplicate_of) reason = el('span', {}, 'duplicate of ', requestLink(it.duplicate_of));
       return el('tr', { 'data-request-id': it.id, 'data-status': it.status },
-        td(el('input', { type: 'checkbox', 'data-request-id': it.id, 'aria-label': 'Select ' + it.id, onchange: updateButtons })),
+        td(bulk.checkbox(it.id)),
         td(fmtTime(it.received_at)),
         td([requestLink(it.id), el('span', { class: 'sub', title: it.path, text: `${it.source} · ${it.method} ${it.path}` })]),
         td(inboundBadge(it.status)),
@@ -1026,18 +1043,7 @@ function inboundPage(ctx, params) {
         td(fmtTime(it.verified_at)));
     },
   });
-  selectAll.addEventListener('change', () => { boxes().forEach((b) => { b.checked = selectAll.checked; }); updateButtons(); });
-
-  selectedBtn.addEventListener('click', () => act(selectedBtn, async () => {
-    const ids = boxes().filter((b) => b.checked).map((b) => b.dataset.requestId);
-    await replay.start({ action: action.value, ids });
-  }));
-  allBtn.addEventListener('click', () => act(allBtn, async () => {
-    const req = { action: action.value };
-    for (const k of ['source', 'status', 'since', 'until']) if (searched.get(k)) req[k] = searched.get(k);
-    await replay.start(req);
-  }));
-  updateButtons();
+  bulk.update();
   page.search();
 }
 
