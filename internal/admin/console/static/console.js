@@ -411,9 +411,7 @@ function endpointPage(ctx, id) {
   const progress = redriveProgress(ctx);
 
   view.replaceChildren(
-    el('div', { class: 'pagehead' }, el('div', { class: 'grow' },
-      el('div', { class: 'small' }, el('a', { href: '#/endpoints', text: '← Endpoints' })),
-      el('h1', {}, el('span', { class: 'mono', text: id }), state))),
+    detailHead('#/endpoints', 'Endpoints', id, state),
     el('div', { class: 'grid' },
       el('section', { class: 'panel' }, el('h2', { text: 'Controls' }),
         el('div', { class: 'actions' }, pauseBtn, resumeBtn, enableBtn),
@@ -1064,6 +1062,14 @@ async function findOutcome(ctx, req) {
   return null;
 }
 
+// detailHead is the head of a page about one item: a link back to its
+// list, the item's id and its state badge.
+function detailHead(listHref, listName, id, state) {
+  return el('div', { class: 'pagehead' }, el('div', { class: 'grow' },
+    el('div', { class: 'small' }, el('a', { href: listHref, text: '← ' + listName })),
+    el('h1', {}, el('span', { class: 'mono', text: id }), state)));
+}
+
 function inboundRequestPage(ctx, id) {
   const path = '/v1/inbound/requests/' + encodeURIComponent(id);
   const state = el('span', { id: 'request-status' });
@@ -1082,9 +1088,7 @@ function inboundRequestPage(ctx, id) {
   const replay = replayPanel(ctx);
 
   view.replaceChildren(
-    el('div', { class: 'pagehead' }, el('div', { class: 'grow' },
-      el('div', { class: 'small' }, el('a', { href: '#/inbound', text: '← Inbound' })),
-      el('h1', {}, el('span', { class: 'mono', text: id }), state))),
+    detailHead('#/inbound', 'Inbound', id, state),
     el('div', { class: 'grid' },
       el('section', { class: 'panel' }, el('h2', { text: 'Outcome' }), outcome),
       el('section', { class: 'panel' }, el('h2', { text: 'Replay' }), replayNote,
