@@ -698,7 +698,13 @@ function searchPage(ctx, opts) {
   return { search, body };
 }
 
-function setParam(params, key, value) { if (value) params.set(key, value); }
+// searchParams is the query of a search form: each filter that has a
+// value, in the order given.
+function searchParams(filters) {
+  const p = new URLSearchParams();
+  for (const [key, value] of Object.entries(filters)) if (value) p.set(key, value);
+  return p;
+}
 
 // bulkActions is the selection of a results table and its two job
 // buttons: "<verb> selected" submits the ids of the ticked rows,
@@ -742,14 +748,10 @@ function deadPage(ctx, params) {
   const until = el('input', { id: 'dead-until', type: 'datetime-local', value: isoToLocalInput(params.get('until')) });
   const progress = redriveProgress(ctx);
 
-  const filters = () => {
-    const p = new URLSearchParams();
-    setParam(p, 'endpoint_id', endpoint.value.trim());
-    setParam(p, 'reason', reason.value);
-    setParam(p, 'since', fromLocalInput(since.value));
-    setParam(p, 'until', fromLocalInput(until.value));
-    return p;
-  };
+  const filters = () => searchParams({
+    endpoint_id: endpoint.value.trim(), reason: reason.value,
+    since: fromLocalInput(since.value), until: fromLocalInput(until.value),
+  });
   let searched = new URLSearchParams(); // the filters of the results shown
   const bulk = bulkActions({
     id: 'redrive', selectAllId: 'dead-select-all', verb: 'Redrive', attr: 'letter-id',
@@ -818,15 +820,10 @@ function eventsPage(ctx, params) {
     ],
     columns: [th('Accepted'), th('Event'), th('Type'), th('Tenant'), th('Entity'), th('Revision', 'num'), th('Partition / offset', 'num'), th('Data')],
     empty: 'No events in this range.',
-    query: () => {
-      const p = new URLSearchParams();
-      setParam(p, 'since', fromLocalInput(since.value));
-      setParam(p, 'until', fromLocalInput(until.value));
-      setParam(p, 'tenant', tenant.value.trim());
-      setParam(p, 'type', type.value.trim());
-      setParam(p, 'entity', entity.value.trim());
-      return p;
-    },
+    query: () => searchParams({
+      since: fromLocalInput(since.value), until: fromLocalInput(until.value),
+      tenant: tenant.value.trim(), type: type.value.trim(), entity: entity.value.trim(),
+    }),
     row: (ev) => {
       const data = ev.data === undefined ? '' : JSON.stringify(ev.data);
       return el('tr', { 'data-event-id': ev.id },
@@ -980,15 +977,10 @@ function inboundPage(ctx, params) {
     el('option', { value: 'reverify', text: 'Re-verify' }), el('option', { value: 'republish', text: 'Re-publish' }));
   const replay = replayPanel(ctx);
 
-  const filters = () => {
-    const p = new URLSearchParams();
-    setParam(p, 'source', source.value.trim());
-    setParam(p, 'status', status.value);
-    setParam(p, 'job', job.value.trim());
-    setParam(p, 'since', fromLocalInput(since.value));
-    setParam(p, 'until', fromLocalInput(until.value));
-    return p;
-  };
+  const filters = () => searchParams({
+    source: source.value.trim(), status: status.value, job: job.value.trim(),
+    since: fromLocalInput(since.value), until: fromLocalInput(until.value),
+  });
   let searched = new URLSearchParams(); // the filters of the results shown
   const bulk = bulkActions({
     id: 'replay', selectAllId: 'inbound-select-all', verb: 'Replay', attr: 'request-id',
