@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/wire"
+	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
 // Values of the API's fields: endpoint modes (NewEndpoint.Mode,
 // Endpoint.Mode) and redrive job states (RedriveJob.Status).
 const (
-	ModePush  = wire.ModePush
-	ModePull  = wire.ModePull
-	ModeBatch = wire.ModeBatch
+	ModePush  = endpoint.ModePush
+	ModePull  = endpoint.ModePull
+	ModeBatch = endpoint.ModeBatch
 
 	RedriveRunning = jobrecord.StatusRunning
 	RedriveDone    = jobrecord.StatusDone

@@ -11,26 +11,18 @@ import (
 	"github.com/laneway/laneway/internal/ops/jobs/jobrecord"
 )
 
-// Endpoint modes: a push endpoint is POSTed its deliveries, a pull
-// endpoint's consumer reads them from its feed, and a batch endpoint is
-// POSTed them in batches, in one order for the whole endpoint.
-const (
-	ModePush  = "push"
-	ModePull  = "pull"
-	ModeBatch = "batch"
-)
-
 // Endpoint is an endpoint as the API shows it: every field is always
 // present, the defaults filled in. Secret is set only in the answer that
 // creates it; Health in GET answers, and Feed in GET answers for a pull or
 // batch endpoint. Batch is set for a batch endpoint.
 type Endpoint struct {
-	ID             string    `json:"id"`
-	Tenant         string    `json:"tenant"`
-	URL            string    `json:"url"`
-	EventTypes     []string  `json:"event_types"`
-	MaxConcurrency int       `json:"max_concurrency"`
-	Payload        string    `json:"payload"`
+	ID             string   `json:"id"`
+	Tenant         string   `json:"tenant"`
+	URL            string   `json:"url"`
+	EventTypes     []string `json:"event_types"`
+	MaxConcurrency int      `json:"max_concurrency"`
+	Payload        string   `json:"payload"`
+	// Mode is push, pull or batch (endpoint.ModePush, ModePull, ModeBatch).
 	Mode           string    `json:"mode"`
 	Status         string    `json:"status"`
 	Paused         bool      `json:"paused"`
