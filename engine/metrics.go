@@ -20,6 +20,7 @@ type Metrics struct {
 	superseded        prometheus.Counter
 	parks             *prometheus.CounterVec
 	parkedExpired     prometheus.Counter
+	staleSkipped      prometheus.Counter
 }
 
 // NewMetrics registers the engine metrics with reg.
@@ -40,8 +41,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		parks:       counterVec("laneway_lanes_parked_total", "Lanes moved to the parked topic, by reason (park_after, lane_buffer, lane_bytes, instance_bytes, paused, breaker).", "reason"),
 		parkedExpired: counter("laneway_parked_expired_offsets_total",
 			"Parked offsets deleted by retention before a parked lane read them back (an upper bound of parked deliveries lost); it must stay 0."),
+		staleSkipped: counter("laneway_parked_stale_skipped_total",
+			"Times an owner skipped a stale parked record: an earlier owner's append that landed after a later owner took the partition over. Nothing is lost; the delivery is replayed."),
 	}
-	reg.MustRegister(m.parks, m.parkedExpired, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
+	reg.MustRegister(m.parks, m.parkedExpired, m.staleSkipped, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
 }
@@ -128,6 +131,12 @@ func (o ownerMetrics) event(e Event) {
 func (o ownerMetrics) ParkedExpired(n int) {
 	if o.m != nil {
 		o.m.parkedExpired.Add(float64(n))
+	}
+}
+
+func (o ownerMetrics) StaleSkipped() {
+	if o.m != nil {
+		o.m.staleSkipped.Inc()
 	}
 }
 

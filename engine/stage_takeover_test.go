@@ -20,7 +20,8 @@ import (
 // first (ev-late, stamped with epoch 0) landed at 3, after the second's
 // takeover, and the second parked ev-after at 4. The stage reads the
 // headers through the real parked reader: ev-live and ev-after go out,
-// ev-late is stale and does not, and the stage takes over at 5.
+// ev-late is stale and does not (and its skip is counted), and the stage
+// takes over at 5.
 func TestStageSkipsAnEarlierOwnersLateAppend(t *testing.T) {
 	stageBackends(t, 1, func(t *testing.T, r *stageRig) {
 		rc := newReceiver(t, func(http.ResponseWriter, *http.Request, int) {})
@@ -49,6 +50,9 @@ func TestStageSkipsAnEarlierOwnersLateAppend(t *testing.T) {
 		}
 		if p.Takeover != 6 {
 			t.Fatalf("the commit names the takeover %d, want 6 (one past the stage's own, at 5)", p.Takeover)
+		}
+		if n := s.counter(t, "laneway_parked_stale_skipped_total"); n < 1 {
+			t.Fatalf("laneway_parked_stale_skipped_total is %v, want the skip of ev-late counted", n)
 		}
 	})
 }

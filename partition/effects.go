@@ -74,6 +74,9 @@ type Metrics interface {
 	Parked(endpointID, reason string)
 	Unparked(endpointID string)
 	ParkedExpired(n int)
+	// StaleSkipped counts a stale parked record skipped, by the
+	// assignment scan or a lane's read-back (see skipStale).
+	StaleSkipped()
 }
 
 // Attempt is one HTTP attempt the owner wants made.

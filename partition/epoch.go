@@ -128,11 +128,14 @@ func (e *epochs) newerOwner() (int64, bool) {
 	return gen, ok && gen > e.generation
 }
 
-// skipStale reports whether r is stale, and logs it when it is.
+// skipStale reports whether r is stale, and logs and counts it when it
+// is. Each reader of the record counts it again (the scan, then the
+// lane's read-back; every later owner), so the count is of skips.
 func (o *Owner) skipStale(r *kgo.Record) bool {
 	if !o.stale(r) {
 		return false
 	}
+	o.cfg.Metrics.StaleSkipped()
 	o.log.Warn("stale parked record skipped: an earlier owner's append landed after a later owner took over",
 		"endpoint", string(r.Key), "offset", r.Offset, "src", SrcOffset(r))
 	return true

@@ -394,3 +394,4 @@ func (noMetrics) Superseded(int)                  {}
 func (noMetrics) Parked(string, string)           {}
 func (noMetrics) Unparked(string)                 {}
 func (noMetrics) ParkedExpired(int)               {}
+func (noMetrics) StaleSkipped()                   {}

@@ -432,6 +432,7 @@ func (m *simMetrics) Dead(string)                     {}
 func (m *simMetrics) Superseded(int)                  {}
 func (m *simMetrics) Parked(string, string)           {}
 func (m *simMetrics) Unparked(string)                 {}
+func (m *simMetrics) StaleSkipped()                   { m.s.tracef("counted a stale parked record skipped") }
 func (m *simMetrics) ParkedExpired(n int) {
 	if !m.s.p.shortRetention {
 		m.s.violate("rule 1: %d parked offsets expired under retention before they were read back", n)
