@@ -16,6 +16,11 @@
 //
 //	api.Config{..., Routes: console.Routes()}
 //
+// The script is split by page: static/console.js (DOM helpers, the API
+// client, the token, the router), then endpoints.js, search.js and
+// inbound.js, classic deferred scripts that share one global scope and run
+// in the order the page lists them.
+//
 // Every response carries a strict Content-Security-Policy (default-src
 // 'self', no inline script or style). Assets are named in the page by a
 // hash of their content, so they are cached for a year and a new binary is

@@ -5,9 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,6 +37,34 @@ func body(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPageLoadsEveryScript checks that the page runs every script under
+// static, console.js (the helpers and the router) first: a script left
+// out would leave its pages undefined.
+func TestPageLoadsEveryScript(t *testing.T) {
+	entries, err := fs.ReadDir(static, "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scripts []string
+	for _, e := range entries {
+		if path.Ext(e.Name()) == ".js" {
+			scripts = append(scripts, e.Name())
+		}
+	}
+	page := body(t, get(t, Handler(), "/"))
+	var loaded []string
+	for _, m := range regexp.MustCompile(`<script src="/console/([a-z]+\.js)\?v=[0-9a-f]{12}" defer></script>`).FindAllStringSubmatch(page, -1) {
+		loaded = append(loaded, m[1])
+	}
+	if len(loaded) == 0 || loaded[0] != "console.js" {
+		t.Fatalf("the page loads %v, want console.js first", loaded)
+	}
+	slices.Sort(loaded)
+	if !slices.Equal(loaded, scripts) {
+		t.Fatalf("the page loads %v (sorted), want every script under static: %v", loaded, scripts)
+	}
 }
 
 func TestPageLinksAssetsByContentHash(t *testing.T) {
