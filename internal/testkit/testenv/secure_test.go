@@ -60,16 +60,17 @@ func TestRealSecureFailsWhenRequired(t *testing.T) {
 }
 
 // TestTheTestCommandRequiresTheSecureServices: scripts/testenv.sh test,
-// which starts the secure services, exports LANEWAY_TEST_REQUIRE_SECURE=1.
+// which starts the secure services, exports LANEWAY_TEST_REQUIRE_SECURE=1
+// (cmd_test, in scripts/testenv/test.sh).
 func TestTheTestCommandRequiresTheSecureServices(t *testing.T) {
-	b, err := os.ReadFile("../../../scripts/testenv.sh")
+	b, err := os.ReadFile("../../../scripts/testenv/test.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	start := strings.Index(s, "\ncmd_test() {\n")
 	if start < 0 {
-		t.Fatal("no cmd_test in scripts/testenv.sh")
+		t.Fatal("no cmd_test in scripts/testenv/test.sh")
 	}
 	body := s[start:]
 	body = body[:strings.Index(body, "\n}\n")]
