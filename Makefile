@@ -2,6 +2,8 @@
 # Kafka 4.x broker and Redis started (and stopped) by scripts/testenv.sh.
 
 GO ?= go
+# staticcheck's version, fetched through the module proxy by `make check`.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: build run check test test-short sim soak env-up env-down
 
@@ -13,12 +15,14 @@ build:
 run:
 	$(GO) run ./cmd/laneway serve
 
-# gofmt, go vet and tidy modules (the root module and deploy/validate's).
+# gofmt, go vet, staticcheck and tidy modules (the root module and
+# deploy/validate's).
 check:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
-	cd deploy/validate && $(GO) mod tidy -diff
+	cd deploy/validate && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff
 
 # Real Kafka + Redis, go test -race ./... ; pass ARGS="./engine/... -run X" to narrow.
 test: check

@@ -97,7 +97,6 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		kgo.ConsumeTopics(cfg.Topics.Events),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		// No linger: a poll's records are produced in one loop and batch
 		// by themselves, and End waits for every one of them, so waiting

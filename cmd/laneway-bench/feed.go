@@ -143,7 +143,6 @@ type feedRun struct {
 	plan   *plan
 	readAt []atomic.Int64 // by slot: when a consumer first read the event (Unix ns)
 
-	mu      sync.Mutex
 	tallies []*feedTally
 }
 

@@ -37,7 +37,7 @@ func metricNames(expr string) ([]string, error) {
 		if vs, ok := n.(*parser.VectorSelector); ok {
 			name := vs.Name
 			for _, m := range vs.LabelMatchers {
-				if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+				if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 					name = m.Value
 				}
 			}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
@@ -332,5 +331,3 @@ func countBy[T any](items []T, key func(T) string) map[string]int {
 	}
 	return out
 }
-
-func unix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }

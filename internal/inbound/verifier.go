@@ -87,7 +87,6 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 		kgo.InstanceID(cfg.instanceID), // static member: see app.groupOpts
 		kgo.ConsumeTopics(cfg.inboundTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.RecordPartitioner(outcomePartitioner{inbound: cfg.inboundTopic, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(0),
 		// Let the broker gather a batch (up to batchWait) rather than

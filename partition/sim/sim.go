@@ -393,11 +393,10 @@ func (s *Sim) result() Result {
 func (r Result) TraceText() string { return strings.Join(r.Trace, "\n") }
 
 type scheduled struct {
-	at        time.Time
-	tie       uint64
-	seq       uint64
-	fn        func()
-	heapIndex int
+	at  time.Time
+	tie uint64
+	seq uint64
+	fn  func()
 }
 
 type eventQueue []*scheduled

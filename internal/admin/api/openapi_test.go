@@ -731,7 +731,7 @@ func (h *harness) specRequest(c specCall) *http.Request {
 func (h *harness) send(c specCall) specResponse {
 	h.t.Helper()
 	r := h.roundTrip(h.specRequest(c))
-	return specResponse{status: r.status, header: r.header, body: r.body}
+	return specResponse(r)
 }
 
 func specBearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {

@@ -288,10 +288,6 @@ func UnreadableRecord(reason, topic string, partition int32, offset int64, value
 	return l
 }
 
-// deliveryTemplateID stands in for the endpoint id while a delivery is
-// encoded once for all of an event's endpoints.
-const deliveryTemplateID = "\x01endpoint\x01"
-
 // DeliveryEncoder encodes one event's deliveries: the JSON is built once
 // and only the endpoint id differs, which spares the fan-out a full encode
 // (and a re-validation of the payload) per endpoint. Reset reuses it for
@@ -386,7 +382,7 @@ func compactHTMLSafe(data json.RawMessage) ([]byte, error) {
 	if len(data) == 0 {
 		return nil, nil
 	}
-	if bytes.IndexAny(data, " \t\n\r<>&\u2028\u2029") < 0 {
+	if !bytes.ContainsAny(data, " \t\n\r<>&\u2028\u2029") {
 		if !json.Valid(data) {
 			return nil, invalid("data is not valid JSON")
 		}
