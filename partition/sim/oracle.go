@@ -150,6 +150,22 @@ func (s *Sim) supersededByExpired(e *element, seen map[int]bool) bool {
 	return false
 }
 
+// supersededAcrossLost reports whether e is superseded, by an element that
+// finished, in its stream as an owner reads it once retention took the
+// parked records of elements never delivered. A state, then a fact whose
+// record expired, then a newer state: the owner reads the state, finds the
+// fact gone (and counts its offset) and coalesces the state into the newer
+// one, as it would had the fact never been. What was lost is the fact.
+func (s *Sim) supersededAcrossLost(e *element) bool {
+	gone := func(x *element) bool { return s.expiredRecordOf(x) && !s.ended(x) }
+	for _, sup := range s.supersedersSkipping(e, gone) {
+		if s.finished(sup, nil, map[int]bool{}) {
+			return true
+		}
+	}
+	return false
+}
+
 // expiredRecordOf reports whether retention deleted a parked record of e.
 func (s *Sim) expiredRecordOf(e *element) bool {
 	for _, lr := range s.kafka.parked[:s.kafka.parkedLogStart] {
@@ -165,12 +181,19 @@ func (s *Sim) expiredRecordOf(e *element) bool {
 // than the last kept state is dropped for it (an older state arriving late),
 // and a kept state is replaced by the next kept element when that is a
 // state of a revision at least as high.
-func (s *Sim) supersedersOf(e *element) []*element {
+func (s *Sim) supersedersOf(e *element) []*element { return s.supersedersSkipping(e, nil) }
+
+// supersedersSkipping is supersedersOf on e's stream without the other
+// elements that skip names (all of them kept when skip is nil).
+func (s *Sim) supersedersSkipping(e *element, skip func(*element) bool) []*element {
 	if e.invalid || !e.coalesce {
 		return nil
 	}
 	var tail *element
 	for _, x := range s.streams[streamKey{e.endpoint, e.entity}] {
+		if x != e && skip != nil && skip(x) {
+			continue
+		}
 		if tail != nil && tail.coalesce && x.coalesce && x.revision < tail.revision {
 			if x == e {
 				return []*element{tail}
@@ -328,7 +351,8 @@ func (s *Sim) finalChecks() {
 	s.p.shortRetention = false
 	lost := 0
 	for _, e := range s.elements {
-		if !s.finished(e, nil, map[int]bool{}) && s.expiredRecordOf(e) && !s.supersededByExpired(e, map[int]bool{}) {
+		if !s.finished(e, nil, map[int]bool{}) && s.expiredRecordOf(e) &&
+			!s.supersededByExpired(e, map[int]bool{}) && !s.supersededAcrossLost(e) {
 			lost++
 		}
 	}
