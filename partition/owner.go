@@ -227,6 +227,7 @@ type Work struct {
 	src      int64 // for parked work: the deliveries offset it came from
 	seq      int64 // for parked work: its rank among its lane's records read back
 	gone     bool  // for parked work still staged: superseded
+	unread   bool  // for parked work still staged: a placeholder of a record that died unread
 	ended    bool  // for parked work: an end marker says its delivery ended
 	// deadLanded: its dead letter is in Kafka and its end marker queued.
 	deadLanded bool

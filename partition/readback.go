@@ -152,7 +152,7 @@ func (o *Owner) load(pl *parkedLane, res ReadResult) {
 		full := o.windowFull(pl, 1)
 		switch {
 		case err == nil && full && o.expiredAt(d.CreatedAt, now) && !o.windowFull(pl, 2):
-			o.dieUnread(pl, r, &d, now)
+			o.dieUnread(pl, ls, r, &d, now)
 		case full:
 			if err == nil {
 				pl.oldestBacklog = d.CreatedAt // the oldest unread, near enough
@@ -178,17 +178,23 @@ func (o *Owner) load(pl *parkedLane, res ReadResult) {
 // ends as dead letters before retention deletes it. Its entity may still
 // have earlier deliveries in the window: the dead topic then holds this one
 // first, and a redrive replays it first.
-func (o *Owner) dieUnread(pl *parkedLane, r *kgo.Record, d *event.Delivery, now time.Time) {
+//
+// It still takes part in coalescing, as a placeholder staged in its place
+// (never started): an owner that read it before it was too old staged it,
+// and what that owner superseded with it (an older state read back after
+// it, within the lookahead) must stay superseded for an owner that reads it
+// too late; and its entity's staged record and the next one must not
+// coalesce across it.
+func (o *Owner) dieUnread(pl *parkedLane, ls *laneState, r *kgo.Record, d *event.Delivery, now time.Time) {
 	pl.backlog = max(0, pl.backlog-1)
 	pl.loadedSeq++
-	// Never staged, it sits between its entity's staged record and the next
-	// one: those two must not coalesce across it.
-	delete(pl.stagedLast, d.Entity)
 	src := SrcOffset(r)
 	if cs := pl.copies[src]; cs != nil && cs.done {
 		delete(pl.copies, src)
 		return
 	}
+	o.stage(pl, ls, &Task{Offset: r.Offset, Partition: o.cfg.Partition, Entity: d.Entity, Revision: d.Revision, Coalesce: d.Coalesce,
+		Payload: &Work{Delivery: d, parked: true, src: src, seq: pl.loadedSeq, unread: true}})
 	if _, ended := o.endedSrc[src]; ended {
 		return
 	}
@@ -254,6 +260,10 @@ func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record, dp *eve
 
 // stage queues a record read back until it may start, coalescing it with
 // its entity's last staged record (the lane's rule, within the lookahead).
+//
+// A placeholder of a record that died unread (Work.unread) coalesces like
+// the record it stands for, but is never superseded itself (it is not in
+// the lane: its dead letter finishes it) and never starts.
 func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 	if prev := pl.stagedLast[t.Entity]; prev != nil {
 		switch coalesce.Decide(coalesceVersion(prev), coalesceVersion(t)) {
@@ -261,11 +271,16 @@ func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 			if prev.NotBefore.After(t.NotBefore) {
 				t.NotBefore = prev.NotBefore // as Lane.Push: a retry delay carries over
 			}
-			prev.Payload.(*Work).gone = true
+			pw := prev.Payload.(*Work)
+			pw.gone = true
 			pl.stagedBytes -= int64(prev.Size) // it leaves the window's count now
-			o.superseded(ls, prev)
+			if !pw.unread {
+				o.superseded(ls, prev)
+			}
 		case coalesce.DropIncoming:
-			o.superseded(ls, t)
+			if !t.Payload.(*Work).unread {
+				o.superseded(ls, t)
+			}
 			return
 		}
 	}
@@ -294,6 +309,9 @@ func (o *Owner) promoteReady(pl *parkedLane, ls *laneState, all bool) (moved boo
 		}
 		if pl.stagedLast[t.Entity] == t {
 			delete(pl.stagedLast, t.Entity)
+		}
+		if w.unread {
+			continue // a placeholder: its lookahead is over
 		}
 		if reintroduceCopyBug {
 			for _, old := range ls.lane.Push(t) { // the old read-back: coalescing with the lane
