@@ -251,11 +251,13 @@ func (in *instance) WriteDead(w *partition.DeadWrite) {
 
 var errProduce = errors.New("sim: produce failed")
 
-// Read reads the parked partition.
+// Read reads the parked partition. A member that lost the partition
+// fetches nothing more (loss.go), and a parked read is a fetch: it reads
+// nothing past the loss, not even a read still out then.
 func (in *instance) Read(r *partition.Read) {
 	s := in.s
 	s.after(s.latency(s.p.readLatency), func() {
-		if !in.alive {
+		if !in.alive || in.lost {
 			return
 		}
 		res, err := s.readParked(r.From)
