@@ -61,6 +61,13 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 		// resume. An unloaded breaker: BreakerWarmed pumps it.
 		return 0
 	}
+	if deliverable && !o.cfg.Lease.Allows(now) {
+		// Fenced: the group may give the partition away before an attempt
+		// started now would end (lease.go). Tick tries again, and a
+		// renewed lease lets it start.
+		o.slotWaiting[ls] = struct{}{}
+		return 0
+	}
 	due := now
 	if !deliverable {
 		// Disabled or deleted: every task, retry delays and breaker

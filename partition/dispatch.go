@@ -27,7 +27,10 @@ type Incoming struct {
 // once, and a revision that was superseded before the crash must not be
 // delivered after its successors.
 func (o *Owner) Dispatch(records []Incoming, highWatermark int64) {
-	if o.stopped || !o.discovered {
+	if o.stopped || !o.discovered || !o.cfg.Lease.Held(o.now()) {
+		// Before the scan, or while the lease lapsed (a member that may
+		// have lost the partition parks nothing beside the next owner),
+		// the records wait; Backpressured stops the fetching meanwhile.
 		if !o.stopped {
 			o.early = append(o.early, earlyBatch{records, highWatermark})
 		}

@@ -40,6 +40,9 @@ func (o *Owner) Maintain() {
 		return
 	}
 	now := o.now()
+	if !o.cfg.Lease.Held(now) {
+		return // parks nothing while the next owner may be taking over
+	}
 	for _, id := range sortedKeys(o.lanes) {
 		o.maintainLane(o.lanes[id], now)
 	}

@@ -66,7 +66,7 @@ func (o *Owner) LaneBytes() (total int64, largest string, most int64) {
 // did. The replay hold keeps lanes whole: nothing parks while it lasts.
 func (o *Owner) ParkLane(id, why string) bool {
 	ls := o.lanes[id]
-	if ls == nil || o.parked[id] != nil || o.holding || o.stopped || !o.discovered || ls.lane.Pending() == 0 {
+	if ls == nil || o.parked[id] != nil || o.holding || o.stopped || !o.discovered || ls.lane.Pending() == 0 || !o.cfg.Lease.Held(o.now()) {
 		return false
 	}
 	o.park(ls, why)

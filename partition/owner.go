@@ -50,6 +50,11 @@ type Config struct {
 	// Slots caps the instance's attempts in flight, shared by its owners.
 	// Nil: no cap beyond each endpoint's max_concurrency.
 	Slots Slots
+	// Lease fences the owner's attempts: none starts unless it ends within
+	// the member's group lease, so an owner that stalled past its session
+	// timeout starts nothing beside the next owner (lease.go). Shared by
+	// the member's owners. Nil: no fencing (a single owner, a test).
+	Lease *Lease
 	// Rand returns a float in [0,1) for retry jitter. Default math/rand/v2.
 	Rand func() float64
 	// Retry is the retry and dead-letter policy. Zero fields take the
@@ -184,7 +189,8 @@ type Owner struct {
 
 	lanes   map[string]*laneState
 	waiting map[*laneState]struct{} // lanes with a head waiting on a retry delay or breaker
-	// slotWaiting are lanes that found no free slot of Config.Slots.
+	// slotWaiting are lanes that found no free slot of Config.Slots, or
+	// no Config.Lease: Tick pumps them again.
 	slotWaiting map[*laneState]struct{}
 	inFlight    int
 	stopped     bool
@@ -323,7 +329,7 @@ func (o *Owner) flushOutboxes(now time.Time) {
 // delivery holds the watermark).
 func (o *Owner) Backpressured() bool {
 	return o.appends.pending() > o.cfg.MaxQueuedAppends || o.appends.bytes > o.cfg.MaxQueuedAppendBytes ||
-		o.dead.pending() > o.cfg.MaxQueuedAppends || !o.discovered ||
+		o.dead.pending() > o.cfg.MaxQueuedAppends || !o.discovered || !o.cfg.Lease.Held(o.now()) ||
 		(!o.holding && o.tracker != nil && o.tracker.Len() >= o.cfg.MaxTrackedOffsets)
 }
 

@@ -150,6 +150,12 @@ func (o *Owner) scanRead() {
 	if o.stopped || o.discovered || o.scanReading {
 		return
 	}
+	if !o.cfg.Lease.Held(o.now()) {
+		// A member that may have lost the partition does not read a later
+		// owner's records into its own books; Tick reads once the lease
+		// holds again.
+		return
+	}
 	o.scanReading = true
 	o.reads++
 	o.cfg.Effects.Read(&Read{From: o.scanCursor})
@@ -159,6 +165,9 @@ func (o *Owner) scanDone(r *Read, res ReadResult, err error) {
 	o.scanReading = false
 	if o.stopped {
 		return
+	}
+	if !o.cfg.Lease.Held(o.now()) {
+		return // answered while the lease lapsed (a frozen process): read again
 	}
 	switch {
 	case res.OutOfRange:
@@ -274,6 +283,9 @@ func (o *Owner) noteEnded(r *kgo.Record) {
 func (o *Owner) releaseEarly() {
 	if !o.discovered {
 		o.scanRead()
+		return
+	}
+	if !o.cfg.Lease.Held(o.now()) {
 		return
 	}
 	early := o.early

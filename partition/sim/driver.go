@@ -35,6 +35,14 @@ type instance struct {
 	// replayRange the deliveries offsets above the commit at assignment.
 	hold        holdAllowance
 	replayRange int64
+
+	// The group membership and the fence (loss.go).
+	lease    *partition.Lease
+	rate     float64   // the clock's rate against the coordinator's
+	heardAt  time.Time // when the coordinator last heard a heartbeat
+	silent   bool      // no heartbeat reaches the coordinator (frozen or cut off)
+	frozen   bool      // the process is stopped: its events wait for it
+	deferred []func()  // what happened to a frozen process, in order
 }
 
 type attemptRun struct {
@@ -63,12 +71,13 @@ func (s *Sim) newInstance() *instance {
 		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends, MaxTrackedOffsets: s.p.maxTracked,
 		ReplayHoldRecords: s.p.replayHoldRecords, MaxProgressBytes: s.p.maxProgressBytes,
 		LaneBytes: s.p.laneBytes, ParkedWindowBytes: s.p.parkedWindowBytes, MaxQueuedAppendBytes: s.p.maxQueuedAppendBytes, ReplayHold: time.Minute, // above the simulated outages
-		Metrics: &s.metrics, Logger: s.logger,
+		Metrics: &s.metrics, Logger: s.logger, Lease: in.newLease(),
 	})
 	if err != nil {
 		panic(err)
 	}
 	in.owner = owner
+	in.joinGroup()
 	return in
 }
 
@@ -85,9 +94,9 @@ func (in *instance) assign() {
 		in.hold = in.s.fullHold()
 	}
 	in.owner.Assign(a)
-	in.s.after(in.s.p.pollEvery, in.poll)
-	in.s.after(in.s.p.tickEvery, in.tick)
-	in.s.after(in.s.p.commitEvery, in.maintain)
+	in.after(in.s.p.pollEvery, in.poll)
+	in.after(in.s.p.tickEvery, in.tick)
+	in.after(in.s.p.commitEvery, in.maintain)
 }
 
 func (in *instance) active() bool { return in.alive && in.owning }
@@ -98,7 +107,7 @@ func (in *instance) poll() {
 	if !in.active() {
 		return
 	}
-	defer in.s.after(in.s.p.pollEvery, in.poll)
+	defer in.after(in.s.p.pollEvery, in.poll)
 	k := in.s.kafka
 	if k.down || in.owner.Backpressured() || in.fetchPos >= int64(len(k.deliveries)) {
 		return
@@ -130,7 +139,7 @@ func (in *instance) tick() {
 		return
 	}
 	in.owner.Tick()
-	in.s.after(in.s.p.tickEvery, in.tick)
+	in.after(in.s.p.tickEvery, in.tick)
 }
 
 // maintain applies config changes and commits, like the stage's commit
@@ -142,7 +151,7 @@ func (in *instance) maintain() {
 	in.owner.Maintain()
 	in.commit()
 	in.s.checkMemory(in)
-	in.s.after(in.s.p.commitEvery, in.maintain)
+	in.after(in.s.p.commitEvery, in.maintain)
 }
 
 // commit commits the owner's deliveries watermark with its parked
@@ -193,7 +202,9 @@ func (in *instance) Send(a *partition.Attempt) {
 	s.after(latency, func() { in.attemptEnded(run, res) })
 }
 
-// attemptEnded is the receiver's answer arriving.
+// attemptEnded is the receiver's answer: the attempt ends at the receiver
+// now, and the owner hears of it now too, or when it wakes if its process
+// is frozen.
 func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
 	if run.ended {
 		return // the process died, or the attempt was canceled
@@ -201,10 +212,15 @@ func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
 	a := run.a
 	in.endAttempt(run)
 	if res.Err == nil {
-		in.s.delivered(run.elem, a.Delivery, in.lost)
+		in.s.delivered(run.elem, a.Delivery)
 	}
-	in.owner.AttemptDone(a, partition.AttemptResult{Result: res})
-	in.afterEffect()
+	in.run(func() {
+		if !in.alive {
+			return
+		}
+		in.owner.AttemptDone(a, partition.AttemptResult{Result: res})
+		in.afterEffect()
+	})
 }
 
 // endAttempt ends an attempt at the receiver: it is no longer in flight.
@@ -251,13 +267,13 @@ func (in *instance) WriteDead(w *partition.DeadWrite) {
 
 var errProduce = errors.New("sim: produce failed")
 
-// Read reads the parked partition. A member that lost the partition
-// fetches nothing more (loss.go), and a parked read is a fetch: it reads
-// nothing past the loss, not even a read still out then.
+// Read reads the parked partition. A member that lost the partition but
+// has not learned of it yet reads on (loss.go): its lease keeps what it
+// reads from starting.
 func (in *instance) Read(r *partition.Read) {
 	s := in.s
-	s.after(s.latency(s.p.readLatency), func() {
-		if !in.alive || in.lost {
+	in.after(s.latency(s.p.readLatency), func() {
+		if !in.alive {
 			return
 		}
 		res, err := s.readParked(r.From)
@@ -269,7 +285,7 @@ func (in *instance) Read(r *partition.Read) {
 // Disable writes the endpoint's status.
 func (in *instance) Disable(id, reason string) {
 	s := in.s
-	s.after(s.latency(s.p.produceLatency), func() {
+	in.after(s.latency(s.p.produceLatency), func() {
 		if !in.alive {
 			return
 		}
@@ -289,7 +305,7 @@ func (in *instance) Disable(id, reason string) {
 
 // WarmBreaker loads a breaker from "Redis".
 func (in *instance) WarmBreaker(id string) {
-	in.s.after(in.s.latency(in.s.p.readLatency), func() {
+	in.after(in.s.latency(in.s.p.readLatency), func() {
 		if !in.alive {
 			return
 		}
@@ -316,6 +332,7 @@ func (in *instance) afterEffect() {
 // reset), produces in flight land or not.
 func (in *instance) crash() {
 	in.alive, in.owning = false, false
+	in.frozen, in.deferred = false, nil
 	for _, run := range slices.Clone(in.attempts) {
 		in.endAttempt(run)
 	}
@@ -345,7 +362,7 @@ func (in *instance) startRelease(commit bool, then func()) {
 		return
 	}
 	in.release = rs
-	in.s.after(in.s.p.revokeTimeout, func() {
+	in.after(in.s.p.revokeTimeout, func() {
 		if rs.finished {
 			return
 		}

@@ -38,12 +38,7 @@ import (
 //     10,000 showed it.)
 
 // delivered records a 2xx for element i and checks rule 3.
-//
-// byLostOwner: an attempt of an owner that lost the partition, which may
-// end after the next owner delivered a newer revision (rule 2's loss
-// window); its disorder is traced and counted with the overlaps, not a
-// violation.
-func (s *Sim) delivered(i int, d *event.Delivery, byLostOwner bool) {
+func (s *Sim) delivered(i int, d *event.Delivery) {
 	r := s.receiver
 	r.delivered[i]++
 	r.lastDelivery = s.now
@@ -52,11 +47,7 @@ func (s *Sim) delivered(i int, d *event.Delivery, byLostOwner bool) {
 	ek := eventKey{e.event, e.endpoint}
 	if !r.deliveredEvents[ek] {
 		if max, ok := r.maxPos[key]; ok && max > e.pos {
-			if byLostOwner {
-				s.lossDisorder[i] = true
-				s.tracef("rule 3 allowance (loss window): element %d (rev %d, position %d) delivered by an owner that lost the partition, after position %d",
-					i, e.revision, e.pos, max)
-			} else if s.retentionTouched(key) {
+			if s.retentionTouched(key) {
 				s.tracef("rule 3 allowance (retention deleted parked records of %s/%s): element %d (rev %d, position %d) first delivered after position %d",
 					key.endpoint, key.entity, i, e.revision, e.pos, max)
 			} else {
@@ -319,7 +310,7 @@ func (s *Sim) checkFeeds() {
 		for _, i := range feed {
 			e := s.elements[i]
 			if !seen[e.event] {
-				if m, ok := maxPos[e.entity]; ok && m > e.pos && !s.lossDisorder[i] && !s.retentionTouched(streamKey{id, e.entity}) {
+				if m, ok := maxPos[e.entity]; ok && m > e.pos && !s.retentionTouched(streamKey{id, e.entity}) {
 					s.violate("rule 7: the compacted feed of %s shows element %d (%s %s rev %d, position %d) first after position %d",
 						id, i, e.event, e.entity, e.revision, e.pos, m)
 				}

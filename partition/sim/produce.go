@@ -60,7 +60,7 @@ func (in *instance) schedule(q *produceQueue, p *produce, d time.Duration) {
 	q.lastAck = at
 	p.tries++
 	try := p.tries
-	s.at(at, func() {
+	in.at(at, func() {
 		if p.done || p.tries != try {
 			return
 		}

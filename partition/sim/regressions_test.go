@@ -205,6 +205,7 @@ func quiet(p *params) {
 	p.laneBytes, p.parkedWindowBytes, p.maxQueuedAppendBytes = partition.DefaultLaneBytes, partition.DefaultParkedWindowBytes, partition.DefaultMaxQueuedAppendBytes
 	p.attemptTimeout = 5 * time.Second
 	p.revokeTimeout = p.attemptTimeout + 2*time.Second
+	p.sessionTimeout, p.heartbeatEvery = 45*time.Second, fenceHeartbeatEvery(45*time.Second)
 	p.parkAfter = 2 * time.Second
 	p.retry.MaxAttempts = 10
 }

@@ -149,7 +149,7 @@ func (s *Sim) changeEventTypes(id string) {
 // instance's lanes pass their byte budget.
 func (s *Sim) memoryPressure() {
 	in := s.current
-	if in == nil || !in.active() {
+	if in == nil || !in.active() || in.frozen {
 		return
 	}
 	if _, id, _ := in.owner.LaneBytes(); id != "" && in.owner.ParkLane(id, "instance_bytes") {
@@ -258,7 +258,9 @@ func (s *Sim) crash() {
 // loss.go).
 func (s *Sim) rebalance() {
 	in := s.current
-	if in == nil || !in.active() || s.releasing {
+	// A silent member cannot take part in a rebalance: the group waits for
+	// it, then drops it (lose).
+	if in == nil || !in.active() || s.releasing || in.silent {
 		return
 	}
 	s.current = nil

@@ -59,6 +59,14 @@ type params struct {
 	// pullShare of the endpoints are pull endpoints: their attempts are
 	// appends to a feed (issue #17), which the oracle reads as a consumer.
 	pullShare float64
+
+	// The group and the fence (loss.go): the session timeout, how often a
+	// member heartbeats, how long a heartbeat takes to be answered, and
+	// the bound on how much slower than the coordinator's a member's
+	// clock may run.
+	sessionTimeout, heartbeatEvery time.Duration
+	heartbeatLatency               [2]time.Duration
+	drift                          float64
 }
 
 func drawParams(r *rand.Rand) params {
@@ -169,11 +177,10 @@ type Result struct {
 	Dead       int
 	EndedAt    time.Duration // simulated time the run took
 	Peaks      map[string]Peak
-	// LossOverlaps counts the pairs of attempts of one (endpoint, entity)
-	// that a lost partition's window let overlap (rule 2's allowance), and
-	// LongestOverlap is the longest such overlap.
-	LossOverlaps   int
-	LongestOverlap time.Duration
+	// Stalls counts the members that went silent to the coordinator
+	// (frozen, or cut off from it), Frozen those of them frozen, and
+	// Losses those the group dropped, giving the partition to another.
+	Stalls, Frozen, Losses int
 }
 
 // OK reports whether the run kept every guarantee.
@@ -181,8 +188,11 @@ func (r Result) OK() bool { return len(r.Violations) == 0 }
 
 // Sim is one simulated run.
 type Sim struct {
-	seed  uint64
-	rng   *rand.Rand
+	seed uint64
+	rng  *rand.Rand
+	// group draws the heartbeats' timing (loss.go) apart from rng, so that
+	// they leave the rest of a seed's run as it was before them.
+	group *rand.Rand
 	p     params
 	start time.Time
 	now   time.Time
@@ -215,19 +225,15 @@ type Sim struct {
 
 	metrics        simMetrics
 	expiredCounted int // parked offsets the owners counted as expired (short retention)
-	// lossDisorder are the elements an owner that lost the partition
-	// delivered after a newer one of their stream (rule 3's loss allowance).
-	lossDisorder map[int]bool
-	logger       *slog.Logger
+	logger         *slog.Logger
 
 	keepTrace  bool
 	trace      []string
 	violations []string
 	peaks      map[string]Peak // rule 5's structures at their highest; nil: not kept
-	// Rule 2's allowance: overlaps of a lost owner's attempts with the
-	// next owner's, and the longest.
-	lossOverlaps   int
-	longestOverlap time.Duration
+	// stalls, frozen and losses count the members that went silent, were
+	// frozen, and were dropped by the group (Result).
+	stalls, frozen, losses int
 }
 
 // Options tune a run.
@@ -261,14 +267,15 @@ func newSim(seed uint64, opts Options) *Sim {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := &Sim{
-		seed: seed, rng: rng, p: drawParams(rng), start: start, now: start, scenario: opts.scenario,
+		seed: seed, rng: rng, group: rand.New(rand.NewPCG(seed^0x6a09e667f3bcc908, seed)), p: drawParams(rng), start: start, now: start, scenario: opts.scenario,
 		kafka: &kafka{}, endpoints: endpoints{}, modes: map[string]receiverMode{},
 		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
 		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
 		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
-		pull: map[string]bool{}, feeds: map[string][]int{}, lossDisorder: map[int]bool{},
+		pull: map[string]bool{}, feeds: map[string][]int{},
 		keepTrace: opts.Trace,
 	}
+	s.p.drawGroup(seed)
 	if r, ok := shortRetention(seed); ok && opts.scenario == nil {
 		s.p.retention, s.p.shortRetention = r, true
 	}
@@ -347,6 +354,12 @@ func (s *Sim) at(t time.Time, fn func()) {
 
 func (s *Sim) after(d time.Duration, fn func()) { s.at(s.now.Add(d), fn) }
 
+// atGroup schedules fn at t with a tie drawn from the group's stream.
+func (s *Sim) atGroup(t time.Time, fn func()) {
+	s.seq++
+	heap.Push(&s.queue, &scheduled{at: t, tie: s.group.Uint64(), seq: s.seq, fn: fn})
+}
+
 func (s *Sim) chance(p float64) bool { return p > 0 && s.rng.Float64() < p }
 
 func (s *Sim) rand(d time.Duration) time.Duration {
@@ -379,7 +392,7 @@ func (s *Sim) violate(format string, args ...any) {
 
 func (s *Sim) result() Result {
 	r := Result{Seed: s.seed, Violations: s.violations, Trace: s.trace, Elements: len(s.elements), EndedAt: s.now.Sub(s.start),
-		Peaks: s.peaks, LossOverlaps: s.lossOverlaps, LongestOverlap: s.longestOverlap}
+		Peaks: s.peaks, Stalls: s.stalls, Frozen: s.frozen, Losses: s.losses}
 	for _, e := range s.elements {
 		if s.receiver.deliveredEvents[eventKey{e.event, e.endpoint}] {
 			r.Delivered++

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 var (
@@ -47,10 +46,8 @@ func TestSim(t *testing.T) {
 	for _, res := range failed {
 		report(t, res)
 	}
-	if sum.overlapSeeds > 0 {
-		t.Logf("rule 2 allowance (a lost partition): %d overlaps in %d seeds, the longest %v (seed %d)",
-			sum.overlaps, sum.overlapSeeds, sum.longest, sum.longestSeed)
-	}
+	t.Logf("stalls: %d members stalled past their lease (%d frozen, the rest cut off from the coordinator), %d of them lost the partition",
+		sum.stalls, sum.frozen, sum.losses)
 	for _, what := range slices.Sorted(maps.Keys(sum.peaks)) {
 		pk := sum.peaks[what]
 		t.Logf("rule 5 peak: %-36s %5.2f of its bound (seed %d), at most %d", what, pk.share, pk.seed, pk.most)
@@ -68,9 +65,7 @@ type seedPeak struct {
 // summary is what many seeds showed besides their failures.
 type summary struct {
 	peaks                  map[string]seedPeak // with -peaks
-	overlaps, overlapSeeds int
-	longest                time.Duration
-	longestSeed            uint64
+	stalls, frozen, losses int
 }
 
 func (sum *summary) add(res Result) {
@@ -82,13 +77,9 @@ func (sum *summary) add(res Result) {
 		sp.most = max(sp.most, pk.most)
 		sum.peaks[what] = sp
 	}
-	if res.LossOverlaps > 0 {
-		sum.overlaps += res.LossOverlaps
-		sum.overlapSeeds++
-	}
-	if res.LongestOverlap > sum.longest {
-		sum.longest, sum.longestSeed = res.LongestOverlap, res.Seed
-	}
+	sum.stalls += res.Stalls
+	sum.frozen += res.Frozen
+	sum.losses += res.Losses
 }
 
 // runSeeds runs n seeds from first on workers goroutines and returns the
@@ -128,8 +119,8 @@ func runSeeds(first uint64, n, workers int) ([]Result, summary) {
 func report(t *testing.T, res Result) {
 	t.Helper()
 	if res.OK() {
-		t.Logf("seed %d: ok (%d elements, %d delivered, %d dead, %v simulated; %d attempt overlaps of a lost partition, the longest %v)",
-			res.Seed, res.Elements, res.Delivered, res.Dead, res.EndedAt, res.LossOverlaps, res.LongestOverlap)
+		t.Logf("seed %d: ok (%d elements, %d delivered, %d dead, %v simulated; %d stalls, %d frozen, %d losses)",
+			res.Seed, res.Elements, res.Delivered, res.Dead, res.EndedAt, res.Stalls, res.Frozen, res.Losses)
 		return
 	}
 	tail := res.Trace
