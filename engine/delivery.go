@@ -39,6 +39,8 @@ type DeliveryStage struct {
 	readerClient     *kgo.Client // the parked reader's and admin's own client
 	signers          signerCache
 	slots            *partition.SlotPool // the cap on attempts in flight, shared by every owner
+	lease            *partition.Lease    // the member's group lease, shared by every owner
+	fence            *fence              // renews lease
 
 	mu    sync.Mutex // guards parts
 	parts map[int32]*driven
@@ -71,6 +73,10 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 		return nil, fmt.Errorf("parked reader client: %w", err)
 	}
 	s.readerClient = readerClient
+	if err := s.newFence(); err != nil {
+		readerClient.Close()
+		return nil, err
+	}
 	s.admin = kadm.NewClient(readerClient)
 	s.parkedReader = kread.NewReader(readerClient, cfg.Topics.Parked)
 	s.deliveriesReader = kread.NewReader(readerClient, cfg.Topics.Deliveries, kread.ReadCommitted())
@@ -97,13 +103,28 @@ func NewDeliveryStage(cfg DeliveryConfig) (*DeliveryStage, error) {
 		// records with the producer; this leaves room for many partitions.
 		kgo.MaxBufferedRecords(maxBufferedRecords),
 	}, cfg.ClientOpts...)
+	opts = append(opts, kgo.SessionTimeout(cfg.SessionTimeout)) // what the lease is measured against
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		readerClient.Close()
 		return nil, fmt.Errorf("delivery client: %w", err)
 	}
 	s.client = cl
+	s.fence.attach(cl)
 	return s, nil
+}
+
+// newFence makes the member's lease and the fence that renews it, before
+// the client: the client joins the group at once, and an owner must never
+// exist without the lease.
+func (s *DeliveryStage) newFence() error {
+	lease, err := partition.NewLease(partition.LeaseConfig{SessionTimeout: s.cfg.SessionTimeout, AttemptTimeout: s.cfg.AttemptTimeout})
+	if err != nil {
+		return fmt.Errorf("delivery stage: %w", err)
+	}
+	s.lease = lease
+	s.fence = newFence(s.cfg.Group, lease, s.cfg.FenceInterval, s.cfg.Now, s.cfg.Logger, s.cfg.Metrics, s.emit)
+	return nil
 }
 
 // maxBufferedRecords is the delivery client's producer buffer: above what
@@ -127,7 +148,11 @@ func parkedAwarePartitioner(parkedTopic string) kgo.Partitioner {
 func (s *DeliveryStage) Start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.loopCancel = cancel
-	s.loops.Add(3)
+	s.loops.Add(4)
+	go func() {
+		defer s.loops.Done()
+		s.fence.run(ctx)
+	}()
 	go s.pollLoop(ctx)
 	go s.tickLoop(ctx, s.cfg.CommitInterval, s.everyCommitInterval)
 	go s.tickLoop(ctx, s.cfg.WakeInterval, s.everyWake)

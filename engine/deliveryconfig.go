@@ -61,6 +61,8 @@ type Ownership interface {
 const (
 	DefaultCommitInterval = time.Second
 	DefaultWakeInterval   = 20 * time.Millisecond
+	// DefaultSessionTimeout is Kafka's (and franz-go's) group session timeout.
+	DefaultSessionTimeout = 45 * time.Second
 	DefaultMaxPollRecords = 5000
 	DefaultInstanceBytes  = 512 << 20
 	// fallbackMaxInFlight is DefaultMaxInFlight where the fd limit is unknown.
@@ -112,6 +114,17 @@ type DeliveryConfig struct {
 	// CommitInterval is how often watermarks are committed and live config
 	// changes applied. Default DefaultCommitInterval (1s).
 	CommitInterval time.Duration
+	// SessionTimeout is the consumer group's session timeout, set on the
+	// stage's client after ClientOpts: the member's lease is measured
+	// against it (fence.go), and attempts start only while an
+	// AttemptTimeout fits in what is left of the lease, so it must be
+	// well above AttemptTimeout (partition.MinSessionTimeout).
+	// Default DefaultSessionTimeout (45s, Kafka's).
+	SessionTimeout time.Duration
+	// FenceInterval is how often the stage heartbeats to the group
+	// coordinator to renew the member's lease (fence.go). Default a
+	// twentieth of the client's session timeout, at most DefaultFenceInterval (1s).
+	FenceInterval time.Duration
 	// WakeInterval is how often lanes waiting on a retry delay are checked.
 	// Default DefaultWakeInterval (20ms).
 	WakeInterval time.Duration
@@ -181,6 +194,8 @@ func (c *DeliveryConfig) setDefaults() error {
 	c.AttemptTimeout = valutil.PositiveOr(c.AttemptTimeout, deliver.DefaultTimeout)
 	c.CommitInterval = valutil.PositiveOr(c.CommitInterval, DefaultCommitInterval)
 	c.WakeInterval = valutil.PositiveOr(c.WakeInterval, DefaultWakeInterval)
+	c.SessionTimeout = valutil.PositiveOr(c.SessionTimeout, DefaultSessionTimeout)
+	c.FenceInterval = valutil.PositiveOr(c.FenceInterval, fenceIntervalFor(c.SessionTimeout))
 	c.RevokeTimeout = valutil.PositiveOr(c.RevokeTimeout, c.AttemptTimeout+DefaultRevokeGrace)
 	c.MaxPollRecords = valutil.PositiveOr(c.MaxPollRecords, DefaultMaxPollRecords)
 	if c.MaxInFlight <= 0 {

@@ -62,7 +62,7 @@ func newDriven(s *DeliveryStage, p int32, producer *kgo.Client) (*driven, error)
 		Endpoints: s.cfg.Endpoints, Effects: &d.fx, Clock: clockFunc(s.cfg.Now), Breakers: s.breakersFor(p),
 		Rand: s.cfg.Rand, Retry: s.cfg.Retry, DisableAfter: s.cfg.DisableAfter, ParkAfter: s.cfg.ParkAfter,
 		LaneBuffer: s.cfg.LaneBuffer, ParkedWindow: s.cfg.ParkedWindow, InstanceID: s.cfg.InstanceID,
-		LaneBytes: s.cfg.LaneBytes, ParkedWindowBytes: s.cfg.ParkedWindowBytes, Slots: s.slots,
+		LaneBytes: s.cfg.LaneBytes, ParkedWindowBytes: s.cfg.ParkedWindowBytes, Slots: s.slots, Lease: s.lease,
 		Metrics: s.cfg.Metrics.forOwner(p, s.cfg.OnEvent), Logger: s.cfg.Logger,
 	})
 	if err != nil {
@@ -294,6 +294,11 @@ func (d *driven) attempt(a *partition.Attempt) {
 	var res partition.AttemptResult
 	body, err := d.body(a)
 	switch {
+	case d.s.lease.Remaining(d.s.cfg.Now()) < d.s.cfg.AttemptTimeout:
+		// The owner allowed it, but it waited for a worker until the lease
+		// no longer covers it: it is made again once the lease is renewed.
+		d.s.cfg.Metrics.attemptWithheld()
+		res.Result = deliver.Result{Err: &deliver.CanceledError{Cause: errLeaseLapsed}}
 	case err != nil:
 		res.Invalid = err
 	case a.Endpoint.Pull():

@@ -37,6 +37,10 @@ const (
 	// EventBreakerClosed: Endpoint's open or probing breaker closed: an
 	// attempt succeeded, or the endpoint was re-enabled.
 	EventBreakerClosed EventKind = "breaker_closed"
+	// EventLeaseRevoked: the group answered a fence heartbeat saying that
+	// it no longer counts this member in (fence.go): no attempt starts on
+	// any partition until the member rejoins. Reason is the error.
+	EventLeaseRevoked EventKind = "lease_revoked"
 	// EventFannedOut (fan-out stage): a transaction committed Count
 	// deliveries to deliveries partition Partition, the last of them at
 	// Offset-1 (Offset is the next offset, as a commit's). A transaction

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/laneway/laneway/partition"
@@ -21,6 +23,9 @@ type Metrics struct {
 	parks             *prometheus.CounterVec
 	parkedExpired     prometheus.Counter
 	staleSkipped      prometheus.Counter
+	fenceHeartbeats   *prometheus.CounterVec
+	leaseRemaining    prometheus.Gauge
+	withheld          prometheus.Counter
 }
 
 // NewMetrics registers the engine metrics with reg.
@@ -43,8 +48,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Parked offsets deleted by retention before a parked lane read them back (an upper bound of parked deliveries lost); it must stay 0."),
 		staleSkipped: counter("laneway_parked_stale_skipped_total",
 			"Times an owner skipped a stale parked record: an earlier owner's append that landed after a later owner took the partition over. Nothing is lost; the delivery is replayed."),
+		fenceHeartbeats: counterVec("laneway_fence_heartbeats_total",
+			"The delivery stage's own group heartbeats, by outcome (renewed, rebalancing, fenced, failed, not_joined); fenced: the group no longer counts this member in.", "outcome"),
+		leaseRemaining: prometheus.NewGauge(prometheus.GaugeOpts{Name: "laneway_fence_lease_remaining_seconds",
+			Help: "How long the member's group lease had left after its last fence heartbeat; below the attempt timeout, no attempt starts."}),
+		withheld: counter("laneway_fence_attempts_withheld_total",
+			"Attempts not sent because the member's lease would end before them (made again once it is renewed, or by the next owner)."),
 	}
-	reg.MustRegister(m.parks, m.parkedExpired, m.staleSkipped, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
+	reg.MustRegister(m.fenceHeartbeats, m.leaseRemaining, m.withheld, m.parks, m.parkedExpired, m.staleSkipped, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
 }
@@ -146,5 +157,21 @@ func (o ownerMetrics) StaleSkipped() {
 func (m *Metrics) CountDeadLetters(reason string, n int) {
 	if m != nil {
 		m.deadLetters.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// fenceHeartbeat counts one fence heartbeat and the lease it left.
+func (m *Metrics) fenceHeartbeat(outcome string, remaining time.Duration) {
+	if m == nil {
+		return
+	}
+	m.fenceHeartbeats.WithLabelValues(outcome).Inc()
+	m.leaseRemaining.Set(max(0, remaining.Seconds()))
+}
+
+// attemptWithheld counts an attempt the lease kept from being sent.
+func (m *Metrics) attemptWithheld() {
+	if m != nil {
+		m.withheld.Inc()
 	}
 }

@@ -28,6 +28,7 @@ func (s *DeliveryStage) onAssigned(ctx context.Context, cl *kgo.Client, assigned
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
 	member, generation := cl.GroupMetadata()
+	s.fence.poke() // the owners start nothing until the lease holds
 	for _, p := range assigned[s.cfg.Topics.Deliveries] {
 		at, err := s.assignmentOffsets(ctx, p)
 		if err != nil {

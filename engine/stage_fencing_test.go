@@ -7,6 +7,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -161,6 +162,7 @@ func TestLostPartitionCancelsAttemptsAtOnce(t *testing.T) {
 		instance := testenv.Unique("member")
 		s := r.startStage(stageOpts{endpoints: eps, breakers: br, tweak: func(c *DeliveryConfig) {
 			c.AttemptTimeout, c.RevokeTimeout = attemptTimeout, revokeTimeout
+			c.SessionTimeout = 2 * attemptTimeout // the lease must fit an attempt
 			c.ClientOpts = append(c.ClientOpts, kgo.InstanceID(instance))
 		}})
 		s.waitOwned(t, 0)
@@ -284,4 +286,67 @@ func (r *stageRig) committedWithMetadata(t *testing.T, p int32) (int64, string) 
 		t.Fatalf("no commit of partition %d: %v", p, o.Err)
 	}
 	return o.At, o.Metadata
+}
+
+// TestDroppedMemberStartsNothingUntilItRejoins is a zombie: the group drops
+// the member (an admin LeaveGroup of its static instance, as a session
+// expiry does) while franz-go has not told it yet (its own heartbeat is 10 s
+// apart here, and it commits once a minute), so it still owns its
+// partition. An answer arrives then, as answers that came while a process
+// was frozen do when it wakes: the entity's next delivery must not start
+// until the member has released the partition as lost and rejoined. The
+// fence's heartbeat has revoked the lease. Without it the next delivery
+// starts at once, beside whoever the group gave the partition to.
+func TestDroppedMemberStartsNothingUntilItRejoins(t *testing.T) {
+	stageBackends(t, 1, func(t *testing.T, r *stageRig) {
+		held, answer := make(chan struct{}), make(chan struct{})
+		rc := newReceiver(t, func(w http.ResponseWriter, req *http.Request, _ int) {
+			if req.Header.Get("webhook-id") == "evt-held" {
+				close(held)
+				<-answer
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		eps := newFakeEndpoints(testEndpoint("ep-1", rc.URL("/ep-1")))
+		instance := testenv.Unique("member")
+		s := r.startStage(stageOpts{endpoints: eps, tweak: func(c *DeliveryConfig) {
+			c.FenceInterval, c.CommitInterval = 100*time.Millisecond, time.Minute
+			c.ClientOpts = append(c.ClientOpts, kgo.InstanceID(instance), kgo.HeartbeatInterval(10*time.Second))
+		}})
+		s.waitOwned(t, 0)
+		r.produce(0, testDelivery("evt-held", "ep-1", "order:2", 1), testDelivery("evt-next", "ep-1", "order:2", 2))
+		waitClosed(t, held, 30*time.Second, "evt-held's request")
+
+		r.removeMember(t, instance)
+		droppedAt := time.Now()
+		s.events.Wait(t, 30*time.Second, "the fence to learn that the member was dropped", func(e Event) bool {
+			return e.Kind == EventLeaseRevoked
+		})
+		t.Logf("the fence learned of it after %v", time.Since(droppedAt).Round(time.Millisecond))
+		close(answer) // the zombie now holds an answer; evt-next is its entity's next delivery
+		s.events.Wait(t, time.Minute, "the lost partition's release", func(e Event) bool {
+			return e.Kind == EventReleased && e.Partition == 0
+		})
+		releasedAt := time.Now()
+		t.Logf("the member released the partition as lost after %v", releasedAt.Sub(droppedAt).Round(time.Millisecond))
+		waitCond(t, time.Minute, "evt-next delivered once the member rejoined", func() (bool, string) {
+			return rc.answered("evt-next", http.StatusOK) >= 1, fmt.Sprintf("%+v", rc.requests())
+		})
+		for _, rq := range rc.requests() {
+			if rq.MsgID == "evt-next" && rq.At.Before(releasedAt) {
+				t.Fatalf("evt-next was sent %v after the group dropped the member, before it released the partition (%v)",
+					rq.At.Sub(droppedAt).Round(time.Millisecond), releasedAt.Sub(droppedAt).Round(time.Millisecond))
+			}
+		}
+	})
+}
+
+// waitClosed waits for ch to close, or fails after within.
+func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(within):
+		t.Fatalf("nothing within %v: %s", within, what)
+	}
 }

@@ -63,7 +63,7 @@ type LeaseConfig struct {
 	Drift float64
 	// Margin is taken off the lease for the time between reading the clock
 	// and a request leaving. It must be at least Drift × AttemptTimeout.
-	// Default DefaultLeaseMargin (500ms).
+	// Default DefaultLeaseMargin (500ms), or Drift × AttemptTimeout if more.
 	Margin time.Duration
 }
 
@@ -73,7 +73,7 @@ func NewLease(cfg LeaseConfig) (*Lease, error) {
 		cfg.Drift = DefaultLeaseDrift
 	}
 	if cfg.Margin == 0 {
-		cfg.Margin = DefaultLeaseMargin
+		cfg.Margin = max(DefaultLeaseMargin, time.Duration(cfg.Drift*float64(cfg.AttemptTimeout)))
 	}
 	if cfg.SessionTimeout <= 0 || cfg.AttemptTimeout <= 0 {
 		return nil, errors.New("lease: SessionTimeout and AttemptTimeout are required")
@@ -84,19 +84,21 @@ func NewLease(cfg LeaseConfig) (*Lease, error) {
 	if min := time.Duration(cfg.Drift * float64(cfg.AttemptTimeout)); cfg.Margin < min {
 		return nil, fmt.Errorf("lease: Margin %v is below Drift × AttemptTimeout (%v)", cfg.Margin, min)
 	}
-	length := time.Duration(float64(cfg.SessionTimeout)*(1-cfg.Drift)) - cfg.Margin
-	if length <= cfg.AttemptTimeout {
+	l := &Lease{cfg: cfg}
+	l.length = l.Span(cfg.SessionTimeout)
+	if l.length <= cfg.AttemptTimeout {
 		return nil, fmt.Errorf("lease: a session timeout of %v leaves no room for a %v attempt (it needs more than %v)",
 			cfg.SessionTimeout, cfg.AttemptTimeout, MinSessionTimeout(cfg.AttemptTimeout))
 	}
-	return &Lease{cfg: cfg, length: length}, nil
+	return l, nil
 }
 
 // MinSessionTimeout is the shortest session timeout under which attempts
 // of attemptTimeout can start at all with the default drift and margin.
 // A session timeout of several times it leaves attempts a wide window.
 func MinSessionTimeout(attemptTimeout time.Duration) time.Duration {
-	return time.Duration(float64(attemptTimeout+DefaultLeaseMargin)/(1-DefaultLeaseDrift)) + time.Millisecond
+	margin := max(DefaultLeaseMargin, time.Duration(DefaultLeaseDrift*float64(attemptTimeout)))
+	return time.Duration(float64(attemptTimeout+margin)/(1-DefaultLeaseDrift)) + time.Millisecond
 }
 
 // Length is how long a lease lasts after the sending of the heartbeat
@@ -107,7 +109,13 @@ func (l *Lease) Length() time.Duration { return l.length }
 // error: the member was in the group when the coordinator received it. An
 // answer to a heartbeat sent before the last Revoke renews nothing, and a
 // late answer never shortens the lease.
-func (l *Lease) Renew(sentAt time.Time) {
+func (l *Lease) Renew(sentAt time.Time) { l.RenewWithin(sentAt, time.Time{}) }
+
+// RenewWithin is Renew, with the lease ending no later than atMost (zero:
+// no such bound), even if an earlier renewal ran past it: a member the
+// group keeps only until a deadline of its own, as a rebalance's, holds no
+// lease beyond it.
+func (l *Lease) RenewWithin(sentAt, atMost time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.revokedAt.IsZero() && !sentAt.After(l.revokedAt) {
@@ -116,6 +124,15 @@ func (l *Lease) Renew(sentAt time.Time) {
 	if until := sentAt.Add(l.length); until.After(l.until) {
 		l.until = until
 	}
+	if !atMost.IsZero() && atMost.Before(l.until) {
+		l.until = atMost
+	}
+}
+
+// Span is how long the member may count on a period the coordinator
+// measures as d: d shortened by the drift bound and the margin.
+func (l *Lease) Span(d time.Duration) time.Duration {
+	return time.Duration(float64(d)*(1-l.cfg.Drift)) - l.cfg.Margin
 }
 
 // Revoke ends the lease at once: the coordinator said that the member is

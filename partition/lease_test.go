@@ -110,3 +110,20 @@ func TestLeaseConfigRefusesASessionTooShortForAnAttempt(t *testing.T) {
 		t.Fatal("a margin below drift × attempt timeout was accepted")
 	}
 }
+
+// A rebalance in progress keeps the member only until the rebalance
+// timeout: the lease stops there, whatever the session, or an earlier
+// renewal, would allow.
+func TestLeaseRenewWithinStopsAtTheBound(t *testing.T) {
+	l := newTestLease(t, 45*time.Second, 5*time.Second)
+	l.Renew(leaseT0)
+	bound := leaseT0.Add(10 * time.Second)
+	l.RenewWithin(leaseT0.Add(time.Second), bound)
+	if !l.Until().Equal(bound) {
+		t.Fatalf("until = %v, want the bound %v", l.Until(), bound)
+	}
+	l.RenewWithin(leaseT0.Add(time.Second), time.Time{})
+	if !l.Until().After(bound) {
+		t.Fatalf("an unbounded renewal did not go past the earlier bound")
+	}
+}

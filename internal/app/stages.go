@@ -68,7 +68,8 @@ func (a *App) startDelivery(ctx context.Context) error {
 	stage, err := engine.NewDeliveryStage(engine.DeliveryConfig{
 		Brokers: a.brokers, Topics: a.cfg.Topics, Group: groups.Deliveries, ParkedGroup: groups.Parked,
 		Endpoints: a.store, Sender: a.sender, Feed: a.feedOut, Ownership: a.batches, AttemptTimeout: a.cfg.AttemptTimeout,
-		Breakers: a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
+		SessionTimeout: a.cfg.SessionTimeout,
+		Breakers:       a.breakers, DisableAfter: a.cfg.DisableAfter, Notifier: a.notifier,
 		InstanceID: a.cfg.InstanceID, LoadHealth: a.health.Load,
 		Retry: a.cfg.Retry, CommitInterval: a.cfg.CommitInterval, ParkAfter: a.cfg.ParkAfter, LaneBuffer: a.cfg.LaneBuffer,
 		LaneBytes: a.cfg.LaneBytes, InstanceBytes: a.cfg.InstanceBytes, MaxInFlight: a.cfg.MaxInFlight,
