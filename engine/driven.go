@@ -357,12 +357,16 @@ func (d *driven) appendToFeed(a *partition.Attempt, body []byte) deliver.Result 
 	if a.Endpoint.Batched() {
 		topic = d.s.cfg.Topics.BatchFeed(a.Endpoint.ID)
 	}
-	err := d.s.cfg.Feed.Append(d.attemptCtx, topic, a.Delivery.Entity, body)
+	// An append has no HTTP timeout: the lease bounds it, so that franz-go
+	// issues no retry of it once the next owner may be appending.
+	ctx, cancel := context.WithDeadlineCause(d.attemptCtx, d.s.lease.Until(), errLeaseLapsed)
+	defer cancel()
+	err := d.s.cfg.Feed.Append(ctx, topic, a.Delivery.Entity, body)
 	res := deliver.Result{Duration: d.s.cfg.Now().Sub(start)}
 	switch {
 	case err == nil:
-	case d.attemptCtx.Err() != nil:
-		res.Err = &deliver.CanceledError{Cause: context.Cause(d.attemptCtx)}
+	case ctx.Err() != nil:
+		res.Err = &deliver.CanceledError{Cause: context.Cause(ctx)}
 	default:
 		res.Err = &deliver.FeedError{Err: err}
 	}

@@ -82,8 +82,14 @@ func (s *Sim) countBounds(in *instance, f partition.Footprint) [10]bound {
 	p, h := s.p, in.hold
 	lanes := int64(p.endpoints)
 	copiesPerLane := int64(8)
-	if s.undeliverable {
+	switch {
+	case s.undeliverable:
 		copiesPerLane = partition.DeadLetterConcurrency + 8
+	case s.pausedEver:
+		// A paused lane dead-letters every expired entity head at once
+		// (expirePaused), each in flight until its dead letter lands: up to
+		// what the lane holds (seed 124058: 23 when it parked).
+		copiesPerLane = int64(p.laneBuffer + p.maxPollRecords + 8)
 	}
 	inLanes := lanes * int64(p.laneBuffer+p.maxPollRecords+p.parkedWindow+8)
 	return [...]bound{

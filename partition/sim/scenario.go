@@ -194,6 +194,7 @@ func (s *Sim) editEndpoint(id, what string, fn func(*endpoint.Endpoint)) {
 	}
 	fn(&ep)
 	s.endpoints[id] = ep
+	s.pausedEver = s.pausedEver || ep.Paused
 	s.tracef("endpoint %s: %s", id, what)
 }
 
@@ -305,7 +306,9 @@ func (s *Sim) heal() {
 // checkDrained ends the run once every element is finished and the owner
 // holds nothing; liveness is violated if that takes longer than drainWithin.
 func (s *Sim) checkDrained() {
-	if s.allSettled() && s.current != nil && s.current.owner.Drained() {
+	// Not while the owner is stalled: a frozen owner has not yet counted
+	// what retention took from it meanwhile (rule 1), and will.
+	if s.allSettled() && s.current != nil && !s.current.silent && s.current.owner.Drained() {
 		s.tracef("drained")
 		s.done = true
 		return

@@ -210,9 +210,10 @@ type Sim struct {
 	healed    bool
 	done      bool
 	// undeliverable: an endpoint was disabled or deleted during the run,
-	// so a lane may have had DeadLetterConcurrency tasks out at once.
-	undeliverable bool
-	scenario      *scenario
+	// so a lane may have had DeadLetterConcurrency tasks out at once;
+	// pausedEver: one was paused, so one may have had its expired heads.
+	undeliverable, pausedEver bool
+	scenario                  *scenario
 
 	elements []*element
 	byOffset map[int64]*element

@@ -56,6 +56,10 @@ type Config struct {
 	FlapFailing time.Duration // flap: a failing period
 	FlapHealthy time.Duration // flap: a healthy period
 
+	Freezes     int           // freeze: how many times an instance is frozen
+	FreezeFor   time.Duration // freeze: how long it stays frozen (past the session timeout)
+	FreezeEvery time.Duration // freeze: time between two freezes
+
 	SessionTimeout time.Duration // laneway --session-timeout
 	DrainTimeout   time.Duration // after publishing stops, how long every delivery may take
 	StallTimeout   time.Duration // the drain also ends when nothing outstanding was handled for this long
@@ -80,6 +84,10 @@ func CIConfig() Config {
 		RollGap:    time.Second,
 		BrokerDown: 3 * time.Second, Gap: 7 * time.Second, RedisDown: 3 * time.Second,
 		FlapCycles: 4, FlapFailing: 3 * time.Second, FlapHealthy: 3 * time.Second,
+		// Twice the session timeout: the group has given the frozen
+		// instance's partitions away, and the next owner is delivering, when
+		// it wakes.
+		Freezes: 4, FreezeFor: 12 * time.Second, FreezeEvery: 8 * time.Second,
 		// The broker scenario's backlog drains at the pace per-entity order
 		// allows (about 90 deliveries/s here): under the suite's load its
 		// two outages reach 130 s, and the drain 2 min. A drain that stops

@@ -104,6 +104,26 @@ func (in *Instance) Kill() error {
 	return in.signal(syscall.SIGKILL, time.Minute)
 }
 
+// Freeze stops the process with SIGSTOP, as a host freezes a VM or a
+// container, or a long GC pause stops a process: it keeps its sockets and
+// its memory and runs nothing until Thaw. Past its session timeout the
+// group gives its partitions away while it still believes it owns them.
+func (in *Instance) Freeze() error { return in.send(syscall.SIGSTOP) }
+
+// Thaw continues a frozen process (SIGCONT).
+func (in *Instance) Thaw() error { return in.send(syscall.SIGCONT) }
+
+// send sends sig to a running process and returns at once.
+func (in *Instance) send(sig syscall.Signal) error {
+	in.mu.Lock()
+	cmd := in.cmd
+	in.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("instance %s is not running", in.ID)
+	}
+	return cmd.Process.Signal(sig)
+}
+
 // Dump sends SIGQUIT: the Go runtime writes every goroutine's stack to
 // the instance's log and exits. For diagnosing a hang.
 func (in *Instance) Dump() error {

@@ -49,7 +49,7 @@ type Scenario struct {
 // ones that stop the broker or Redis last, so a service that fails to come
 // back spoils nothing else), opt-in ones included.
 func AllScenarios() []Scenario {
-	return []Scenario{kill9, rolling, flap, pauseFailResume, rebalanceLongAttempt, killWhileParkedDrains, redisFaults, broker}
+	return []Scenario{kill9, freeze, rolling, flap, pauseFailResume, rebalanceLongAttempt, killWhileParkedDrains, redisFaults, broker}
 }
 
 // Scenarios are the default set, run by CI: every scenario that is not
@@ -123,6 +123,38 @@ var kill9 = Scenario{
 		return nil
 	},
 }
+
+var freeze = Scenario{
+	Name: "freeze",
+	Doc: "SIGSTOP one instance for twice its session timeout, then SIGCONT, four times, alternating instances: " +
+		"the woken instance, which still believes it owns its partitions, must start nothing beside the next owner",
+	Instances: configured,
+	Fleet:     freezeFleet,
+	Inject: func(ctx context.Context, h *Harness) error {
+		for i := range h.cfg.Freezes {
+			if i > 0 && !timing.Sleep(ctx, h.cfg.FreezeEvery) {
+				return ctx.Err()
+			}
+			in := h.instances[i%len(h.instances)]
+			f := h.Fault("SIGSTOP past the session timeout + SIGCONT", in.ID, fastEndpoints)
+			thaw := func(context.Context) error { return in.Thaw() }
+			if err := h.bounce(ctx, f, in.Freeze, h.cfg.FreezeFor, thaw); err != nil {
+				_ = in.Thaw() // never leave it stopped
+				return err
+			}
+		}
+		return nil
+	},
+}
+
+// freezeFleet adds receivers that take their time to the common fleet: an
+// attempt of the woken instance then has time to meet one of the next
+// owner's, and lanes queue enough for states to coalesce differently in
+// the two owners.
+var freezeFleet = append(slices.Clone(fleetSpec),
+	endpointSpec{Name: "medium-a", Tenant: "t0", MaxConcurrency: 8, Delay: 100 * time.Millisecond},
+	endpointSpec{Name: "medium-b", Tenant: "t1", EventTypes: []string{TypeState}, MaxConcurrency: 4, Delay: 150 * time.Millisecond},
+)
 
 var rolling = Scenario{
 	Name:      "rolling",
