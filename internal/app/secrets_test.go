@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,11 +68,7 @@ func TestRekeySecretsWhileServing(t *testing.T) {
 		a := startApp(t, b, func(c *app.Config) { c.Secrets.Ring = testenv.Ring(t, k2, k1) })
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		secret := endpoint.NewSecret()
-		if err := a.Endpoints().Put(ctx, endpoint.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://example.com/hooks",
-			MaxConcurrency: 4, Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: secret}}}); err != nil {
-			t.Fatal(err)
-		}
+		secret := putSecretEndpoint(ctx, t, a, "ep_1")
 		putPlaintextSource(ctx, t, a)
 
 		cfg := app.Config{KafkaBrokers: a.Brokers(), Topics: a.Topics(), Logger: testenv.Logger(),
@@ -101,6 +98,18 @@ func TestRekeySecretsWhileServing(t *testing.T) {
 	})
 }
 
+// putSecretEndpoint writes an active endpoint id with a fresh secret, and
+// returns the secret.
+func putSecretEndpoint(ctx context.Context, t *testing.T, a *app.App, id string) string {
+	t.Helper()
+	secret := endpoint.NewSecret()
+	if err := a.Endpoints().Put(ctx, endpoint.Endpoint{ID: id, Tenant: "acme", URL: "https://example.com/hooks",
+		MaxConcurrency: 4, Status: endpoint.StatusActive, Secrets: []endpoint.Secret{{Value: secret}}}); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
 // putPlaintextSource writes source gh as an instance without a key did.
 func putPlaintextSource(ctx context.Context, t *testing.T, a *app.App) {
 	t.Helper()
@@ -116,5 +125,39 @@ func putPlaintextSource(ctx context.Context, t *testing.T, a *app.App) {
 	src.SetDefaults()
 	if err := s.Put(ctx, src); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRotatedOutKeyLeavesNothingHeld: after a rotation (records rewritten
+// under k2, k1 removed from the key file) the compacted endpoints topic
+// still holds ep_1's record under k1 until compaction. Only an id's latest
+// record counts: a start with k2 alone holds nothing and logs no ERROR.
+func TestRotatedOutKeyLeavesNothingHeld(t *testing.T) {
+	b := testenv.Kfake(t)
+	k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
+	cfg := appConfig(t, b, "rotated")
+	cfg.Secrets.Ring = testenv.Ring(t, k1)
+	a := startWith(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	secret := putSecretEndpoint(ctx, t, a, "ep_1")
+	rekey := cfg
+	rekey.Secrets.Ring = testenv.Ring(t, k1, k2)
+	if report, err := app.RekeySecrets(ctx, rekey, true); err != nil || report.Endpoints.Rewritten != 1 {
+		t.Fatalf("rekey: %+v, %v", report, err)
+	}
+	stopApp(t, a)
+	if keys := testenv.RawRecords(ctx, t, b.Brokers, cfg.Topics.Endpoints); len(keys) != 2 {
+		t.Fatalf("the endpoints topic holds %d records, want ep_1's under k1 and under k2", len(keys))
+	}
+
+	var logs logCapture
+	cfg.Secrets.Ring, cfg.Logger = testenv.Ring(t, k2), logs.logger()
+	again := startWith(t, cfg)
+	if e, ok := again.Endpoints().Get("ep_1"); !ok || e.Paused || len(e.Secrets) != 1 || e.Secrets[0].Value != secret {
+		t.Fatalf("with k2 alone ep_1 reads %+v, %v; want it active with its secret", e, ok)
+	}
+	if errs := logs.at(slog.LevelError); len(errs) > 0 {
+		t.Fatalf("a start after a complete rotation logged errors: %v", errs)
 	}
 }
