@@ -15,9 +15,11 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Alg names the only algorithm a Sealed value may use.
@@ -102,6 +104,16 @@ func NewKey(id string) Key {
 	b := make([]byte, KeySize)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return Key{ID: id, Bytes: b}
+}
+
+// NewKeyID returns a key id no other key is likely to have:
+// "k-<yyyymmdd of now, UTC>-<8 random hex digits>". Generated keys need
+// unique ids: a key file may hold an old key and its successor only when
+// their ids differ, and a record names its key by id alone.
+func NewKeyID(now time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return "k-" + now.UTC().Format("20060102") + "-" + hex.EncodeToString(b)
 }
 
 // WriteKeyID is the id of the key Seal uses.
