@@ -3,9 +3,12 @@ package app_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +47,12 @@ func TestEmbeddedKeepsItsKeyInTheDataDir(t *testing.T) {
 	if err := a.Endpoints().Put(ctx, ep); err != nil {
 		t.Fatal(err)
 	}
-	if keys := testenv.SealedKeyIDs(ctx, t, a.Brokers(), a.Topics().Endpoints, secret[len(endpoint.SecretPrefix):]); keys["ep_1"] != "k1" {
-		t.Fatalf("ep_1 on the embedded topic: %q, want sealed under k1", keys["ep_1"])
+	ring, err := secretbox.LoadKeyFile(filepath.Join(dir, app.KeyFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := testenv.SealedKeyIDs(ctx, t, a.Brokers(), a.Topics().Endpoints, secret[len(endpoint.SecretPrefix):]); keys["ep_1"] != ring.WriteKeyID() {
+		t.Fatalf("ep_1 on the embedded topic: %q, want sealed under the key file's %s", keys["ep_1"], ring.WriteKeyID())
 	}
 	stopApp(t, a)
 	if st, err := os.Stat(filepath.Join(dir, app.KeyFileName)); err != nil || st.Mode().Perm() != 0o600 {
@@ -159,5 +166,53 @@ func TestRotatedOutKeyLeavesNothingHeld(t *testing.T) {
 	}
 	if errs := logs.at(slog.LevelError); len(errs) > 0 {
 		t.Fatalf("a start after a complete rotation logged errors: %v", errs)
+	}
+}
+
+// TestEmbeddedRefusesANewKeyOverSealedRecords: the data directory's key
+// file is deleted while endpoints sealed under it remain on the topics.
+// The next start refuses to create a fresh key, naming the missing key and
+// the ways out, and creates nothing; told to (AllowNewKey), it creates a key
+// under a new id, and the old records stay held.
+func TestEmbeddedRefusesANewKeyOverSealedRecords(t *testing.T) {
+	dir := t.TempDir()
+	cfg := app.Config{DataDir: dir, EmbeddedKafkaAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Topics: topics.Config{Partitions: 1}, Logger: testenv.Logger()}
+	a := startWith(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	putSecretEndpoint(ctx, t, a, "ep_1")
+	stopApp(t, a)
+	keyFile := filepath.Join(dir, app.KeyFileName)
+	old, err := secretbox.LoadKeyFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+
+	err = startErr(t, cfg)
+	var missing *app.MissingKeyError
+	if !errors.As(err, &missing) || !slices.Equal(missing.KeyIDs, []string{old.WriteKeyID()}) ||
+		!strings.Contains(err.Error(), "restore") || !strings.Contains(err.Error(), "--allow-new-secrets-key") {
+		t.Fatalf("Start without the key that sealed ep_1 = %v; want a MissingKeyError naming %s, restore and --allow-new-secrets-key", err, old.WriteKeyID())
+	}
+	if _, err := os.Stat(keyFile); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused start left a key file: %v", err)
+	}
+
+	var logs logCapture
+	cfg.Secrets.AllowNewKey, cfg.Logger = true, logs.logger()
+	again := startWith(t, cfg)
+	created, err := secretbox.LoadKeyFile(keyFile)
+	if err != nil || created.WriteKeyID() == old.WriteKeyID() || created.Has(old.WriteKeyID()) {
+		t.Fatalf("the new key file: %v; its key must not reuse the lost key's id %s", err, old.WriteKeyID())
+	}
+	if e, _ := again.Endpoints().Get("ep_1"); !e.Paused || len(e.Secrets) != 0 {
+		t.Fatalf("ep_1 sealed under the lost key reads %+v; want it held", e)
+	}
+	if len(logs.matching(slog.LevelWarn, "new secrets key")) != 1 {
+		t.Fatalf("no warning that a new key was created over sealed records: %v", logs.at(slog.LevelInfo))
 	}
 }

@@ -435,3 +435,18 @@ func (t *Table[T]) Census() secretbox.Census {
 	}
 	return c
 }
+
+// SealedKeyIDs counts the latest records by the key their secrets are
+// sealed under, held ones included (Census leaves those out); plaintext
+// records are not counted. It tells which keys the topic still needs.
+func (t *Table[T]) SealedKeyIDs() map[string]int {
+	out := map[string]int{}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, r := range t.rows {
+		if r.keyID != "" {
+			out[r.keyID]++
+		}
+	}
+	return out
+}
