@@ -156,7 +156,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (ap
 		if err != nil {
 			return app.Config{}, logFlags{}, fmt.Errorf("--secrets-key-file: %w", err)
 		}
-		cfg.Secrets.Ring = ring
+		cfg.Secrets.Ring, cfg.Secrets.KeyFile = ring, lists.secretsKeyFile
 	}
 	return *cfg, *logs, nil
 }

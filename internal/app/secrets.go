@@ -36,6 +36,11 @@ type SecretsConfig struct {
 	// (the data directory's key file is lost): those records stay held.
 	// Default false: Start refuses with a MissingKeyError.
 	AllowNewKey bool
+	// KeyFile is the file Ring was read from (--secrets-key-file), for the
+	// start-up check of its mode: Start warns when group or others can
+	// read it. Default "": no file to check (the embedded default's own
+	// key file is checked all the same).
+	KeyFile string
 }
 
 // MissingKeyError is Start's refusal to create the embedded default's key
@@ -72,7 +77,7 @@ func (a *App) loadSecrets(context.Context) error {
 	cfg := a.cfg.Secrets
 	switch {
 	case cfg.Ring != nil:
-		a.secrets = cfg.Ring
+		a.secrets, a.keyFile = cfg.Ring, cfg.KeyFile
 	case len(a.cfg.KafkaBrokers) > 0 && cfg.AllowPlaintext:
 		a.log.Warn("secrets are written to Kafka in plaintext (--allow-plaintext-secrets): anyone who can read the endpoint and source topics can forge webhooks")
 	case len(a.cfg.KafkaBrokers) > 0:
@@ -86,6 +91,7 @@ func (a *App) loadSecrets(context.Context) error {
 		a.secrets = ring
 	default:
 		path := filepath.Join(a.cfg.DataDir, KeyFileName)
+		a.keyFile = path
 		ring, err := secretbox.LoadKeyFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -65,6 +66,7 @@ type Key struct {
 type Ring struct {
 	byID  map[string]cipher.AEAD
 	write string
+	zero  []string // ids of all-zero keys, in ring order
 }
 
 var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -95,6 +97,9 @@ func NewRing(keys ...Key) (*Ring, error) {
 		}
 		r.byID[k.ID] = aead
 		r.write = k.ID
+		if !slices.ContainsFunc(k.Bytes, func(b byte) bool { return b != 0 }) {
+			r.zero = append(r.zero, k.ID)
+		}
 	}
 	return r, nil
 }
@@ -118,6 +123,12 @@ func NewKeyID(now time.Time) string {
 
 // WriteKeyID is the id of the key Seal uses.
 func (r *Ring) WriteKeyID() string { return r.write }
+
+// ZeroKeyIDs are the ids of the ring's all-zero keys: a placeholder
+// copied from an example (`head -c32 /dev/zero`), which anyone can use to
+// open what it seals. They work, so that a start can name them rather than
+// fail; callers warn.
+func (r *Ring) ZeroKeyIDs() []string { return slices.Clone(r.zero) }
 
 // Has reports whether the ring holds key id.
 func (r *Ring) Has(id string) bool {

@@ -178,3 +178,12 @@ func TestCreatedKeysHaveUniqueIDs(t *testing.T) {
 		t.Fatalf("the two keys cannot share a file: %v", err)
 	}
 }
+
+func TestZeroKeyIDs(t *testing.T) {
+	almost := make([]byte, KeySize)
+	almost[KeySize-1] = 1
+	r := mustRing(t, Key{ID: "zero", Bytes: make([]byte, KeySize)}, Key{ID: "almost", Bytes: almost}, NewKey("k1"))
+	if got := r.ZeroKeyIDs(); len(got) != 1 || got[0] != "zero" {
+		t.Fatalf("ZeroKeyIDs = %v, want [zero]", got)
+	}
+}
