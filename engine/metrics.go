@@ -21,6 +21,7 @@ type Metrics struct {
 	parks             *prometheus.CounterVec
 	parkedExpired     prometheus.Counter
 	staleSkipped      prometheus.Counter
+	timestampRefused  *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine metrics with reg.
@@ -43,8 +44,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Parked offsets deleted by retention before a parked lane read them back (an upper bound of parked deliveries lost); it must stay 0."),
 		staleSkipped: counter("laneway_parked_stale_skipped_total",
 			"Times an owner skipped a stale parked record: an earlier owner's append that landed after a later owner took the partition over. Nothing is lost; the delivery is replayed."),
+		timestampRefused: counterVec("laneway_produce_timestamp_refused_total",
+			"Parked appends and dead letters (kind) the broker refused for their timestamp (INVALID_TIMESTAMP: this host's clock runs ahead of the broker's). They are retried but cannot land until the clock or the topic is fixed; it must stay 0.", "kind"),
 	}
-	reg.MustRegister(m.parks, m.parkedExpired, m.staleSkipped, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
+	// Both series exist from the start, so an alert on their increase
+	// sees the first refusal.
+	for _, kind := range []string{produceParked, produceDead} {
+		m.timestampRefused.WithLabelValues(kind)
+	}
+	reg.MustRegister(m.timestampRefused, m.parks, m.parkedExpired, m.staleSkipped, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
 }
