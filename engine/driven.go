@@ -175,6 +175,7 @@ func (d *driven) queueProduces(fx recorder) {
 	for _, a := range fx.appends {
 		d.produces = append(d.produces, func() {
 			d.produce(a.Record, func(r *kgo.Record, err error) {
+				noteProduceFailure(d.s.cfg.Logger, d.s.cfg.Metrics, produceParked, r, err)
 				d.do(func(o *partition.Owner) { o.Appended(a, r.Offset, err) })
 			})
 		})
@@ -229,9 +230,12 @@ func (d *driven) writeDead(w *partition.DeadWrite) {
 		return
 	}
 	// Stamped with the death time, so that searching the dead topic by
-	// time (offsets by timestamp) matches dead_at.
+	// time (offsets by timestamp) matches dead_at. The dead topic Laneway
+	// creates takes the broker's append time instead (topics.Ensure), a
+	// moment after dead_at, and never refuses a fast clock's stamp.
 	rec := &kgo.Record{Topic: d.s.cfg.Topics.Dead, Key: []byte(w.Letter.EndpointID), Value: value, Timestamp: w.Letter.DeadAt}
-	d.produce(rec, func(_ *kgo.Record, err error) {
+	d.produce(rec, func(r *kgo.Record, err error) {
+		noteProduceFailure(d.s.cfg.Logger, d.s.cfg.Metrics, produceDead, r, err)
 		d.do(func(o *partition.Owner) { o.DeadWritten(w, err) })
 	})
 }

@@ -26,6 +26,7 @@ type Metrics struct {
 	fenceHeartbeats   *prometheus.CounterVec
 	leaseRemaining    prometheus.Gauge
 	withheld          prometheus.Counter
+	timestampRefused  *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine metrics with reg.
@@ -54,8 +55,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "How long the member's group lease had left after its last fence heartbeat; below the attempt timeout, no attempt starts."}),
 		withheld: counter("laneway_fence_attempts_withheld_total",
 			"Attempts not sent because the member's lease would end before them (made again once it is renewed, or by the next owner)."),
+		timestampRefused: counterVec("laneway_produce_timestamp_refused_total",
+			"Parked appends and dead letters (kind) the broker refused for their timestamp (INVALID_TIMESTAMP: this host's clock runs ahead of the broker's). They are retried but cannot land until the clock or the topic is fixed; it must stay 0.", "kind"),
 	}
-	reg.MustRegister(m.fenceHeartbeats, m.leaseRemaining, m.withheld, m.parks, m.parkedExpired, m.staleSkipped, m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
+	// Both series exist from the start, so an alert on their increase
+	// sees the first refusal.
+	for _, kind := range []string{produceParked, produceDead} {
+		m.timestampRefused.WithLabelValues(kind)
+	}
+	reg.MustRegister(m.fenceHeartbeats, m.leaseRemaining, m.withheld, m.timestampRefused, m.parks, m.parkedExpired, m.staleSkipped,
+		m.eventsConsumed, m.invalidEvents, m.deliveriesCreated, m.unmatchedEvents,
 		m.attempts, m.attemptSeconds, m.deliveries, m.deadLetters, m.superseded)
 	return m
 }

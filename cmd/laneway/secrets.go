@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/security/secretbox"
@@ -17,7 +18,8 @@ import (
 
 const secretsUsage = `Usage: laneway secrets <command>
 
-  new-key <id>       print a new key file line "<id> <base64 of 32 random bytes>"
+  new-key [id]       print a new key file line "<id> <base64 of 32 random bytes>"
+                     (default id: k-<date>-<random>, unique)
   status [flags]     count the endpoint and source records by the key sealing their secrets
   rekey [flags]      rewrite every record not sealed under the newest key (plaintext ones too)
 
@@ -44,11 +46,17 @@ func secretsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	return fmt.Errorf("unknown secrets command %q\n%s", args[0], secretsUsage)
 }
 
+// newKey prints a key line. Without an id it names the key itself
+// (secretbox.NewKeyID), so that no two keys share an id by accident.
 func newKey(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("usage: laneway secrets new-key <id>, e.g. laneway secrets new-key 2026-06 >> secrets.key")
+	if len(args) > 1 {
+		return errors.New("usage: laneway secrets new-key [id], e.g. laneway secrets new-key >> secrets.key")
 	}
-	k := secretbox.NewKey(args[0])
+	id := secretbox.NewKeyID(time.Now())
+	if len(args) == 1 {
+		id = args[0]
+	}
+	k := secretbox.NewKey(id)
 	if _, err := secretbox.NewRing(k); err != nil {
 		return err
 	}

@@ -38,6 +38,21 @@ func TestServeRefusesPlaintextSecretsOnACluster(t *testing.T) {
 	}
 }
 
+// TestSecretsNewKeyWithoutAnID: new-key names the key itself, uniquely,
+// so that two generated keys can share a key file.
+func TestSecretsNewKeyWithoutAnID(t *testing.T) {
+	var lines, errOut bytes.Buffer
+	for range 2 {
+		if err := run(context.Background(), []string{"secrets", "new-key"}, nil, &lines, &errOut); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := secretbox.ParseKeyFile(lines.Bytes())
+	if err != nil || !strings.HasPrefix(r.WriteKeyID(), "k-") {
+		t.Fatalf("two generated lines %q: %v; want one key file of two k-… keys", lines.String(), err)
+	}
+}
+
 // TestSecretsNewKeyAndRekeyCommands: new-key prints a line the key file
 // takes; rekey moves the embedded default's records to the appended key.
 func TestSecretsNewKeyAndRekeyCommands(t *testing.T) {
@@ -59,6 +74,10 @@ func TestSecretsNewKeyAndRekeyCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyFile := filepath.Join(dir, app.KeyFileName)
+	first, err := secretbox.LoadKeyFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(keyFile, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +86,7 @@ func TestSecretsNewKeyAndRekeyCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if r, err := secretbox.LoadKeyFile(keyFile); err != nil || r.WriteKeyID() != "k2" || !r.Has("k1") {
+	if r, err := secretbox.LoadKeyFile(keyFile); err != nil || r.WriteKeyID() != "k2" || !r.Has(first.WriteKeyID()) {
 		t.Fatalf("key file with the new line: %v", err)
 	}
 	var out bytes.Buffer

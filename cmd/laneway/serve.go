@@ -32,6 +32,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "laneway-data", "directory the embedded Kafka persists to (empty: memory only)")
 	fs.StringVar(&lists.secretsKeyFile, "secrets-key-file", "", "key file sealing endpoint and source secrets on Kafka: \"<key id> <base64 of 32 bytes>\" per line, the last one seals (default with the embedded Kafka: <data-dir>/secrets.key, created)")
 	fs.BoolVar(&cfg.Secrets.AllowPlaintext, "allow-plaintext-secrets", false, "run against --kafka-brokers without --secrets-key-file, writing secrets in plaintext")
+	fs.BoolVar(&cfg.Secrets.AllowNewKey, "allow-new-secrets-key", false, "with the embedded Kafka, create a new <data-dir>/secrets.key although records on the topics are sealed under a key it lacks (the old file is lost): those records stay held")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "Redis URL (redis://host:port/db, rediss:// for TLS); empty runs an in-process Redis")
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", app.DefaultHTTPAddr, "API, console and metrics listen address")
@@ -155,7 +156,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (ap
 		if err != nil {
 			return app.Config{}, logFlags{}, fmt.Errorf("--secrets-key-file: %w", err)
 		}
-		cfg.Secrets.Ring = ring
+		cfg.Secrets.Ring, cfg.Secrets.KeyFile = ring, lists.secretsKeyFile
 	}
 	return *cfg, *logs, nil
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/laneway/laneway/internal/security/secretbox"
 )
 
 func TestFlagsAndEnvironment(t *testing.T) {
@@ -59,5 +63,21 @@ func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+// The key file's path reaches the app with its ring, for the check of its
+// mode at start; --allow-new-secrets-key reaches it too.
+func TestSecretsKeyFileFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secrets.key")
+	if err := os.WriteFile(path, []byte(secretbox.FormatKey(secretbox.NewKey("k1"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := parseServe([]string{"--secrets-key-file", path, "--allow-new-secrets-key"}, func(string) string { return "" }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Secrets.Ring == nil || cfg.Secrets.Ring.WriteKeyID() != "k1" || cfg.Secrets.KeyFile != path || !cfg.Secrets.AllowNewKey {
+		t.Fatalf("secrets config %+v", cfg.Secrets)
 	}
 }

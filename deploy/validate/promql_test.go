@@ -80,7 +80,7 @@ func loadAlerts(t *testing.T) *rulefmt.RuleGroups {
 var wantedAlerts = []string{
 	"LanewayEndpointOldestPendingHigh", "LanewayHealthyEndpointsDelayed", "LanewayBreakerOpenLong",
 	"LanewayDeadLetters", "LanewayWatermarkLagGrowing", "LanewayInstanceDown",
-	"LanewayParkedBacklogAging", "LanewayParkedExpired",
+	"LanewayParkedBacklogAging", "LanewayParkedExpired", "LanewayTimestampRefused",
 }
 
 // TestAlertRules parses alerts.yml strictly (unknown fields rejected, every

@@ -219,6 +219,12 @@ type App struct {
 	kafkaOpts []kgo.Opt // TLS and SASL, on every client
 	redisURL  string
 	stops     []func(context.Context) error
+
+	// keyToCreate is the embedded default's key file when it does not
+	// exist yet: createSecretsKey makes it, or refuses to.
+	keyToCreate string
+	// keyFile is the file the ring was read from, if any.
+	keyFile string
 }
 
 // Start brings every component up. On error, whatever started is stopped.
@@ -246,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// Start order; App.Stop stops in reverse, so each part stops before
 	// what it leans on.
 	steps := []func(context.Context) error{
-		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.startStore, a.startFeeds,
+		a.loadSecrets, a.startKafka, a.startRedis, a.ensureTopics, a.createSecretsKey, a.warnUnsafe, a.startStore, a.startFeeds,
 		a.leaveGroupsOnStop, a.startBreakers, a.startNotifier, a.startHealthReader, a.startSender,
 		a.startBatches, a.startFanout, a.startDelivery, a.startHealthPublisher,
 		a.startIngest, a.startSearch, a.startRedriver, a.startInbound, a.startAPI, a.startPublic,

@@ -135,3 +135,37 @@ func TestRekeyMovesEveryReadableRecordToTheNewestKey(t *testing.T) {
 		}
 	})
 }
+
+// Only an id's latest record counts: one superseded by a record this
+// table opens is neither held nor logged, while a latest record under a
+// missing key is logged once, at load or when it arrives.
+func TestSupersededRecordUnderAMissingKeyIsNotHeld(t *testing.T) {
+	ctx := testCtx(t)
+	b := testenv.Kfake(t)
+	topic := newTopic(t, b)
+	k1, k2 := secretbox.NewKey("k1"), secretbox.NewKey("k2")
+	old := started(t, b, topic, opts{ring: testenv.Ring(t, k1)})
+	for _, id := range []string{"a", "b"} {
+		if err := old.Put(ctx, item{ID: id, Secret: "s-old"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := started(t, b, topic, opts{ring: testenv.Ring(t, k1, k2)}).Put(ctx, item{ID: "a", Secret: "s-new"}); err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	tb := started(t, b, topic, opts{ring: testenv.Ring(t, k2), logger: log.logger()})
+	if v, _ := tb.Get("a"); v.Held || v.Secret != "s-new" {
+		t.Fatalf("a reads %+v; want its latest record, under k2", v)
+	}
+	if got := strings.Count(log.String(), "secrets cannot be decrypted"); got != 1 || !strings.Contains(log.String(), "item_id=b") {
+		t.Fatalf("%d held records logged, want b's alone:\n%s", got, log.String())
+	}
+	if err := old.Put(ctx, item{ID: "c", Secret: "s-old"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tb, func(tb *Table[item]) bool { _, ok := tb.Get("c"); return ok })
+	if got := strings.Count(log.String(), "secrets cannot be decrypted"); got != 2 || !strings.Contains(log.String(), "item_id=c") {
+		t.Fatalf("after c arrived under k1, %d held records logged, want b's and c's:\n%s", got, log.String())
+	}
+}

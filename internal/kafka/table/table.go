@@ -120,6 +120,12 @@ type Table[T any] struct {
 	watch    *watch[T]           // the id an Update is writing, if any
 	applied  int64               // offset of the next record to apply
 	changed  chan struct{}       // closed and replaced whenever applied advances
+	// loadEnd is the topic's end offset when Start began; set before the
+	// follower starts. Held records below it are logged once the load is
+	// complete, and only the ids' latest: a compacted topic keeps an id's
+	// superseded records (one sealed under a key rotated out since, say)
+	// until compaction, and those hold nothing.
+	loadEnd int64
 
 	// updateMu serialises Update in this process, so that two Updates here
 	// never race each other (only writers elsewhere, or Put and Delete).
@@ -136,9 +142,10 @@ type Table[T any] struct {
 
 // row is the latest value of one id.
 type row[T any] struct {
-	v     T
-	keyID string // "" for plaintext
-	held  *held  // nil unless its secrets do not open
+	v      T
+	keyID  string // "" for plaintext
+	held   *held  // nil unless its secrets do not open
+	offset int64  // of the record it was read from
 }
 
 // held is a record whose secrets do not open: why, and its value as read,
@@ -187,6 +194,7 @@ func (t *Table[T]) Start(ctx context.Context) error {
 		t.lifeMu.Unlock()
 		return err
 	}
+	t.loadEnd = end
 	runCtx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	go t.follow(runCtx)
@@ -195,7 +203,27 @@ func (t *Table[T]) Start(ctx context.Context) error {
 		t.stopFollower()
 		return err
 	}
+	t.logLoadedHeld()
 	return nil
+}
+
+// logLoadedHeld logs the held records among those Start loaded, once each
+// id's latest record is known. Records after the load log themselves as
+// they are applied (apply), so none is logged twice.
+func (t *Table[T]) logLoadedHeld() {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, id := range slices.Sorted(maps.Keys(t.rows)) {
+		if r := t.rows[id]; r.held != nil && r.offset < t.loadEnd {
+			t.logHeld(id, r)
+		}
+	}
+}
+
+// logHeld says that id's latest record is held, and why.
+func (t *Table[T]) logHeld(id string, r row[T]) {
+	t.cfg.Logger.Error(t.cfg.Name+" secrets cannot be decrypted: "+t.cfg.HeldNote,
+		t.cfg.Name+"_id", id, "key_id", r.keyID, "offset", r.offset, "err", r.held.err)
 }
 
 // Stop ends the follower, waits for it and closes the client; ctx is not
@@ -254,6 +282,9 @@ func (t *Table[T]) apply(r *kgo.Record) {
 	t.removeLocked(id)
 	if ok {
 		t.addLocked(id, next)
+		if next.held != nil && r.Offset >= t.loadEnd {
+			t.logHeld(id, next)
+		}
 	}
 	t.applied = r.Offset + 1
 	close(t.changed)
@@ -270,10 +301,9 @@ func (t *Table[T]) decode(id string, r *kgo.Record) (row[T], bool) {
 		t.cfg.Logger.Error("skipping unreadable "+t.cfg.Name+" config record", "offset", r.Offset, "key", id, "err", err)
 		return row[T]{}, false
 	}
-	next := row[T]{v: v, keyID: seal.KeyID}
+	next := row[T]{v: v, keyID: seal.KeyID, offset: r.Offset}
 	if seal.Err != nil {
-		t.cfg.Logger.Error(t.cfg.Name+" secrets cannot be decrypted: "+t.cfg.HeldNote,
-			t.cfg.Name+"_id", id, "key_id", seal.KeyID, "offset", r.Offset, "err", seal.Err)
+		// Logged by apply or Start, where it is known to be the latest.
 		next.held = &held{err: seal.Err, raw: r.Value}
 	}
 	return next, true
@@ -404,4 +434,19 @@ func (t *Table[T]) Census() secretbox.Census {
 		c.Count(r.keyID)
 	}
 	return c
+}
+
+// SealedKeyIDs counts the latest records by the key their secrets are
+// sealed under, held ones included (Census leaves those out); plaintext
+// records are not counted. It tells which keys the topic still needs.
+func (t *Table[T]) SealedKeyIDs() map[string]int {
+	out := map[string]int{}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, r := range t.rows {
+		if r.keyID != "" {
+			out[r.keyID]++
+		}
+	}
+	return out
 }

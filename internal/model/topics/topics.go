@@ -135,11 +135,19 @@ func (c Config) specs() []spec {
 		ms := strconv.FormatInt(d.Milliseconds(), 10)
 		return map[string]*string{"retention.ms": &ms}
 	}
+	// The broker stamps the records of the topics only Laneway writes and
+	// whose values carry their own times (created_at, dead_at): under
+	// CreateTime, Kafka 4 refuses a record stamped more than an hour ahead
+	// of its clock (INVALID_TIMESTAMP, log.message.timestamp.after.max.ms),
+	// so a host whose clock runs fast could neither park nor dead-letter.
+	brokerTime := func(configs map[string]*string) map[string]*string {
+		return with(configs, "message.timestamp.type", "LogAppendTime")
+	}
 	return []spec{
 		{c.Events, c.Partitions, retention(c.EventsRetention)},
-		{c.Deliveries, c.Partitions, retention(c.DeliveriesRetention)},
-		{c.Parked, c.Partitions, retention(c.DeliveriesRetention)},
-		{c.Dead, c.Partitions, retention(c.DeadRetention)},
+		{c.Deliveries, c.Partitions, brokerTime(retention(c.DeliveriesRetention))},
+		{c.Parked, c.Partitions, brokerTime(retention(c.DeliveriesRetention))},
+		{c.Dead, c.Partitions, brokerTime(retention(c.DeadRetention))},
 		// Captured requests are kept whole: room for the 1 MiB default body
 		// limit plus headers, above Kafka's ~1 MB default.
 		{c.Inbound, c.Partitions, with(retention(c.InboundRetention), "max.message.bytes", "2097152")},

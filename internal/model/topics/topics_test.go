@@ -86,3 +86,36 @@ func settingsDrift(ctx context.Context, t *testing.T, adm *kadm.Client, names ..
 	}
 	return drift
 }
+
+// TestOwnTopicsTakeTheBrokersTime: the topics only Laneway writes, whose
+// record timestamps mean nothing to it (each value carries its own times),
+// are created with LogAppendTime. A broker then stamps their records itself
+// and never refuses one for its timestamp (INVALID_TIMESTAMP, which Kafka
+// 4 answers to a record more than an hour ahead of its clock), so a host
+// whose clock runs fast does not stall its parking and dead letters.
+func TestOwnTopicsTakeTheBrokersTime(t *testing.T) {
+	eachBackend(t, "stamped", func(ctx context.Context, t *testing.T, adm *kadm.Client, c topics.Config) {
+		if err := topics.Ensure(ctx, adm, c); err != nil {
+			t.Fatal(err)
+		}
+		described, err := adm.DescribeTopicConfigs(ctx, c.Deliveries, c.Parked, c.Dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range described {
+			v, err := rc.Configs, rc.Err
+			if err != nil {
+				t.Fatalf("%s: %v", rc.Name, err)
+			}
+			got := ""
+			for _, cfg := range v {
+				if cfg.Key == "message.timestamp.type" {
+					got = cfg.MaybeValue()
+				}
+			}
+			if got != "LogAppendTime" {
+				t.Errorf("%s: message.timestamp.type = %q, want LogAppendTime", rc.Name, got)
+			}
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // The key file holds one key per line, oldest first: the last key seals.
@@ -68,18 +69,25 @@ func FormatKey(k Key) string {
 	return k.ID + " " + base64.StdEncoding.EncodeToString(k.Bytes) + "\n"
 }
 
-// EnsureKeyFile loads the key file at path, or creates it (mode 0600, its
-// directory 0700) holding one new key when it does not exist. The embedded
-// default uses it so that its data directory carries its own key.
+// EnsureKeyFile loads the key file at path, or creates it (CreateKeyFile)
+// holding one new key named by NewKeyID when it does not exist. Test kits
+// and tools use it; the embedded default creates its key only after
+// checking that no record needs the lost one (package app).
 func EnsureKeyFile(path string) (r *Ring, created bool, err error) {
 	r, err = LoadKeyFile(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return r, false, err
 	}
+	return CreateKeyFile(path, NewKey(NewKeyID(time.Now())))
+}
+
+// CreateKeyFile creates the key file at path (mode 0600, its directory
+// 0700) holding k alone. When the file appears meanwhile (another process
+// created it first) it loads that one instead, and created is false.
+func CreateKeyFile(path string, k Key) (r *Ring, created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, fmt.Errorf("secrets key file: %w", err)
 	}
-	k := NewKey("k1")
 	content := "# Laneway secrets key file: \"<key id> <base64 of 32 bytes>\" per line, the last one seals.\n" + FormatKey(k)
 	// Written aside, then linked into place: a second process racing to
 	// create it never overwrites this key nor reads a half-written file.

@@ -15,9 +15,12 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"time"
 )
 
 // Alg names the only algorithm a Sealed value may use.
@@ -63,6 +66,7 @@ type Key struct {
 type Ring struct {
 	byID  map[string]cipher.AEAD
 	write string
+	zero  []string // ids of all-zero keys, in ring order
 }
 
 var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -93,6 +97,9 @@ func NewRing(keys ...Key) (*Ring, error) {
 		}
 		r.byID[k.ID] = aead
 		r.write = k.ID
+		if !slices.ContainsFunc(k.Bytes, func(b byte) bool { return b != 0 }) {
+			r.zero = append(r.zero, k.ID)
+		}
 	}
 	return r, nil
 }
@@ -104,8 +111,24 @@ func NewKey(id string) Key {
 	return Key{ID: id, Bytes: b}
 }
 
+// NewKeyID returns a key id no other key is likely to have:
+// "k-<yyyymmdd of now, UTC>-<8 random hex digits>". Generated keys need
+// unique ids: a key file may hold an old key and its successor only when
+// their ids differ, and a record names its key by id alone.
+func NewKeyID(now time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return "k-" + now.UTC().Format("20060102") + "-" + hex.EncodeToString(b)
+}
+
 // WriteKeyID is the id of the key Seal uses.
 func (r *Ring) WriteKeyID() string { return r.write }
+
+// ZeroKeyIDs are the ids of the ring's all-zero keys: a placeholder
+// copied from an example (`head -c32 /dev/zero`), which anyone can use to
+// open what it seals. They work, so that a start can name them rather than
+// fail; callers warn.
+func (r *Ring) ZeroKeyIDs() []string { return slices.Clone(r.zero) }
 
 // Has reports whether the ring holds key id.
 func (r *Ring) Has(id string) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,34 @@ func TestSealJSON(t *testing.T) {
 	var out []secret
 	if err := r.OpenJSON("a", s, &out); err != nil || len(out) != 1 || out[0].Value != "x" {
 		t.Fatalf("OpenJSON = %v, %v", out, err)
+	}
+}
+
+// Keys created for two data directories get distinct ids, so that both can
+// share one key file (a lost key found again beside its successor).
+func TestCreatedKeysHaveUniqueIDs(t *testing.T) {
+	r1, _, err1 := EnsureKeyFile(filepath.Join(t.TempDir(), "secrets.key"))
+	r2, _, err2 := EnsureKeyFile(filepath.Join(t.TempDir(), "secrets.key"))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if r1.WriteKeyID() == r2.WriteKeyID() {
+		t.Fatalf("two created keys are both named %q", r1.WriteKeyID())
+	}
+	if !regexp.MustCompile(`^k-\d{8}-[0-9a-f]{8}$`).MatchString(r1.WriteKeyID()) {
+		t.Fatalf("created key id %q, want k-<date>-<random>", r1.WriteKeyID())
+	}
+	both := FormatKey(Key{ID: r1.WriteKeyID(), Bytes: make([]byte, KeySize)}) + FormatKey(Key{ID: r2.WriteKeyID(), Bytes: make([]byte, KeySize)})
+	if _, err := ParseKeyFile([]byte(both)); err != nil {
+		t.Fatalf("the two keys cannot share a file: %v", err)
+	}
+}
+
+func TestZeroKeyIDs(t *testing.T) {
+	almost := make([]byte, KeySize)
+	almost[KeySize-1] = 1
+	r := mustRing(t, Key{ID: "zero", Bytes: make([]byte, KeySize)}, Key{ID: "almost", Bytes: almost}, NewKey("k1"))
+	if got := r.ZeroKeyIDs(); len(got) != 1 || got[0] != "zero" {
+		t.Fatalf("ZeroKeyIDs = %v, want [zero]", got)
 	}
 }
