@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/inbound"
 )
@@ -24,6 +25,8 @@ func frontDoorFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.Float64Var(&r.PerSource, "inbound-rate-per-source", inbound.DefaultPerSourceRate, "front door requests/s per source, all addresses together; negative: no limit")
 	fs.IntVar(&r.PerSourceBurst, "inbound-burst-per-source", 0, "front door burst per source (0: twice the rate)")
 	fs.Var((*prefixList)(&r.TrustedProxies), "inbound-trusted-proxies", "comma-separated CIDRs of proxies (the ingress) whose X-Forwarded-For names the client for the rate limits")
+	fs.IntVar(&cfg.FeedAuthLimit.Failures, "feed-auth-failures", api.DefaultFeedAuthFailures, "failed feed authentications (GET /v1/feed/…) one client address may make per --feed-auth-window before 429; negative: no limit")
+	fs.DurationVar(&cfg.FeedAuthLimit.Window, "feed-auth-window", api.DefaultFeedAuthWindow, "the window in which --feed-auth-failures are earned back")
 	fs.Float64Var(&cfg.InboundRefusedKeepRate, "inbound-refused-keep-rate", inbound.DefaultRefusedKeepRate, "refused front door requests/s kept as metadata for forensics (beyond: only counted); negative: none")
 }
 

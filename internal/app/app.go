@@ -22,6 +22,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
@@ -94,6 +95,11 @@ type Config struct {
 	// InboundRateLimits bound requests to the front door per client address
 	// and per source. Defaults as in inbound.RateLimits.
 	InboundRateLimits inbound.RateLimits
+	// FeedAuthLimit bounds failed authentications at the pull feeds'
+	// routes per client address (429 beyond). Defaults as in
+	// api.FeedAuthLimit; TrustedProxies, when unset, are
+	// InboundRateLimits.TrustedProxies (the same ingress).
+	FeedAuthLimit api.FeedAuthLimit
 	// InboundRefusedKeepRate is how many refused front-door requests per
 	// second are kept as metadata. Default inbound.DefaultRefusedKeepRate (5).
 	InboundRefusedKeepRate float64
