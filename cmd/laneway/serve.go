@@ -36,7 +36,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", app.DefaultHTTPAddr, "API, console and metrics listen address")
 	frontDoorFlags(fs, cfg)
-	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback): at least 32 bytes (openssl rand -hex 32); two, comma-separated, during a rotation")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback): at least 32 random bytes (openssl rand -hex 32; guessable ones are refused); two, comma-separated, during a rotation")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin token instead of --admin-token, one per line (two during a rotation)")
 	fs.StringVar(&cfg.Topics.Events, "events-topic", "", "topic producers publish events to (default <topic-prefix>.events)")
 	fs.StringVar(&lists.topicPrefix, "topic-prefix", topics.DefaultPrefix, "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")

@@ -105,7 +105,8 @@ type Config struct {
 	InboundRefusedKeepRate float64
 	// AdminToken, when set, is required as a Bearer token on /v1: one
 	// token, or two separated by a comma during a rotation, each at least
-	// 32 bytes and not an example from the docs (api.ParseAdminTokens).
+	// 32 bytes, not an example from the docs and not guessable
+	// (api.ParseAdminTokens).
 	// Without one the API refuses to listen on anything but loopback.
 	// Default "".
 	AdminToken string
