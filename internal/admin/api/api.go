@@ -282,7 +282,7 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if metrics != nil {
-		mux.Handle("GET /metrics", metrics)
+		mux.Handle("GET /metrics", s.tokenlessHostOnly(metrics))
 	}
 	// Authentication is attached per route rather than by path prefix so
 	// that no /v1 handler can be reached without it, whatever the path

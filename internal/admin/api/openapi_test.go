@@ -652,7 +652,7 @@ func specHarness(t *testing.T, mode string) *harness {
 	var ready func(context.Context) error
 	var pub Publisher
 	switch mode {
-	case "ok", "bare", "limited":
+	case "ok", "bare", "limited", "tokenless":
 	case "down":
 		store.failWrites = true
 		dead.err, events.err, hr.err, feeds.err = errBroker, errBroker, errBroker, errBroker
@@ -679,6 +679,9 @@ func specHarness(t *testing.T, mode string) *harness {
 		c.Metrics = metrics
 		if mode == "limited" { // one failed feed authentication per minute
 			c.FeedAuthLimit = FeedAuthLimit{Failures: 1, Window: time.Minute}
+		}
+		if mode == "tokenless" { // loopback mode: a web page's Host is refused
+			c.AdminToken = ""
 		}
 		c.Routes = []Route{OpenAPIRoute()}
 		var ids atomic.Int64
@@ -726,6 +729,10 @@ func (h *harness) specRequest(c specCall) *http.Request {
 		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
 	for i := 0; i+1 < len(c.header); i += 2 {
+		if c.header[i] == "Host" {
+			req.Host = c.header[i+1]
+			continue
+		}
 		req.Header.Set(c.header[i], c.header[i+1])
 	}
 	return req
@@ -774,6 +781,7 @@ var specCalls = []specCall{
 	{mode: "down", method: "GET", path: "/readyz", noAuth: true, want: 503},
 	{mode: "panic", method: "GET", path: "/readyz", noAuth: true, want: 500},
 	{method: "GET", path: "/metrics", noAuth: true, want: 200},
+	{mode: "tokenless", method: "GET", path: "/metrics", noAuth: true, header: []string{"Host", "rebind.evil.example"}, want: 403},
 	{mode: "panic", method: "GET", path: "/metrics", noAuth: true, want: 500},
 	{method: "GET", path: "/openapi.json", noAuth: true, want: 200},
 	{method: "GET", path: "/openapi.json", noAuth: true, header: []string{"If-None-Match", openAPIETag}, want: 304},
