@@ -15,7 +15,7 @@ import (
 // cost: the public listener, the HTTP servers' limits, the front door's
 // rate limits and its keep budget for refusals.
 func frontDoorFlags(fs *flag.FlagSet, cfg *app.Config) {
-	fs.StringVar(&cfg.PublicAddr, "public-addr", "", "listen address serving the inbound front door (POST /in/{source}) alone; when set, --http-addr no longer serves it (empty: the door is on --http-addr)")
+	fs.StringVar(&cfg.PublicAddr, "public-addr", "", "listen address serving the inbound front door (POST /in/{source}) and the pull feeds (/v1/feed/{id}) and nothing else; when set, --http-addr no longer serves it (empty: the door is on --http-addr)")
 	fs.DurationVar(&cfg.HTTPLimits.ReadTimeout, "http-read-timeout", app.DefaultReadTimeout, "limit on reading one whole request, body included, on every listener")
 	fs.DurationVar(&cfg.HTTPLimits.IdleTimeout, "http-idle-timeout", app.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	fs.IntVar(&cfg.HTTPLimits.MaxHeaderBytes, "http-max-header-bytes", app.DefaultMaxHeaderBytes, "limit on a request's line and headers (431 beyond)")

@@ -214,7 +214,7 @@ func printWelcome(w io.Writer, a *app.App, withToken bool) {
 	base := "http://" + a.HTTPAddr()
 	frontDoor := ""
 	if addr := a.PublicAddr(); addr != "" { // --public-addr: the only address to expose to providers
-		frontDoor = "\n  Front door:      http://" + addr + "/in/{source}   (public listener: inbound webhooks only)"
+		frontDoor = "\n  Front door:      http://" + addr + "/in/{source}   (public listener: inbound webhooks, and pull feeds at /v1/feed/{id})"
 	}
 	fmt.Fprintf(w, `Laneway is running.
   Console:         %[1]s/

@@ -85,9 +85,10 @@ type Config struct {
 	// ("127.0.0.1:8080").
 	HTTPAddr string
 	// PublicAddr, when set, serves the inbound front door (POST
-	// /in/{source}) alone, and HTTPAddr no longer serves it: expose this
-	// one, keep the API, console and /metrics private. Default "": the
-	// front door is on HTTPAddr.
+	// /in/{source}) and the pull feeds (/v1/feed/{id}) and nothing else,
+	// and HTTPAddr no longer serves the door: expose this one, keep the
+	// API, console and /metrics private. Default "": the front door is on
+	// HTTPAddr.
 	PublicAddr string
 	// HTTPLimits bound each connection on both listeners (timeouts, header
 	// size). Defaults as in ServerLimits.
