@@ -176,6 +176,10 @@ type Config struct {
 	OperatorWebhookURL string
 	// OperatorWebhookSecret (whsec_...) signs the operator webhook.
 	OperatorWebhookSecret string
+	// OperatorWebhookSecretFile names a file holding OperatorWebhookSecret
+	// instead (read at start, surrounding space trimmed), to keep it out of
+	// the process list and the environment. Not both. Default "".
+	OperatorWebhookSecretFile string
 	// SecretOverlap is how long a rotated-out endpoint secret stays valid
 	// unless the rotation says otherwise. Default api.DefaultSecretOverlap
 	// (24h).

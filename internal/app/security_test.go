@@ -135,3 +135,31 @@ func TestEmbeddedKafkaBeyondLoopbackWhenAllowedWarns(t *testing.T) {
 		t.Fatalf("no warning logged:\n%s", logs.String())
 	}
 }
+
+// TestStartRefusesABadOperatorWebhookSecretFile: the operator webhook's
+// secret can come from a file (LANEWAY_OPERATOR_WEBHOOK_SECRET_FILE), like
+// every other secret; given both ways, from a missing file or an empty one,
+// start is refused naming the setting, never the secret.
+func TestStartRefusesABadOperatorWebhookSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "whsec_c2VjcmV0LW5vdC10by1iZS1wcmludGVkLTAxMjM0NTY3"
+	for name, tc := range map[string]struct {
+		value, file, want string
+	}{
+		"both ways":    {secret, empty, "both"},
+		"missing file": {"", filepath.Join(dir, "none"), "--operator-webhook-secret-file"},
+		"empty file":   {"", empty, "empty"},
+	} {
+		err := startErr(t, app.Config{
+			HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: "127.0.0.1:0", Logger: testenv.Logger(),
+			OperatorWebhookURL: "https://ops.example/hook", OperatorWebhookSecret: tc.value, OperatorWebhookSecretFile: tc.file,
+		})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: Start = %v, want an error containing %q and not the secret", name, err, tc.want)
+		}
+	}
+}
