@@ -141,19 +141,7 @@ func (b *stateBreakers) Forget(ids ...string) {
 // the last; an invalid event's dead letter is not a delivery.
 func TestFanoutEvents(t *testing.T) {
 	r := kfakeStageRig(t, 2)
-	events := newEventLog()
-	f, err := NewFanout(FanoutConfig{
-		Brokers: r.brokers, Topics: r.tops, Group: r.group + "-fanout", TransactionalID: r.group + "-fanout",
-		Subscribers: fixedSubscribers{"ep_1", "ep_2", "ep_3"}, OnEvent: events.Add, Logger: testenv.Logger(),
-		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+	events := r.startFanout(t, fixedSubscribers{"ep_1", "ep_2", "ep_3"})
 
 	// The invalid event first: its dead letter is committed before the
 	// last delivery.
@@ -196,19 +184,7 @@ func TestFanoutEvents(t *testing.T) {
 // entity's next event is fanned out as usual.
 func TestFanoutDeadLettersControlCharacterIDs(t *testing.T) {
 	r := kfakeStageRig(t, 1)
-	events := newEventLog()
-	f, err := NewFanout(FanoutConfig{
-		Brokers: r.brokers, Topics: r.tops, Group: r.group + "-fanout", TransactionalID: r.group + "-fanout",
-		Subscribers: fixedSubscribers{"ep_1"}, OnEvent: events.Add, Logger: testenv.Logger(),
-		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+	events := r.startFanout(t, fixedSubscribers{"ep_1"})
 
 	var values [][]byte
 	for _, id := range []string{"evt-1\r\nX-Injected: 1", "evt-2"} {
@@ -238,6 +214,26 @@ func TestFanoutDeadLettersControlCharacterIDs(t *testing.T) {
 		!strings.Contains(dls[0].Detail, "id holds a control character") {
 		t.Fatalf("dead letters %+v, want one invalid_event letter of the poisoned record, naming the control character", dls)
 	}
+}
+
+// startFanout runs a fan-out stage on the rig's topics for the test and
+// returns its events.
+func (r *stageRig) startFanout(t *testing.T, subscribers SubscriberIndex) eventLog {
+	t.Helper()
+	events := newEventLog()
+	f, err := NewFanout(FanoutConfig{
+		Brokers: r.brokers, Topics: r.tops, Group: r.group + "-fanout", TransactionalID: r.group + "-fanout",
+		Subscribers: subscribers, OnEvent: events.Add, Logger: testenv.Logger(),
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+	return events
 }
 
 // recordEnds reads the first n committed records of topic and returns, per
