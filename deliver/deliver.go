@@ -165,7 +165,7 @@ type Request struct {
 type Result struct {
 	// Err is nil on a 2xx and a typed error otherwise: *StatusError,
 	// *RedirectError, *TimeoutError, *TransportError, *ssrf.BlockedError,
-	// *RequestError, *FeedError or *CanceledError. Classify turns it into an
+	// *RequestError, *MessageError, *FeedError or *CanceledError. Classify turns it into an
 	// Outcome.
 	Err error
 	// StatusCode is the response status, 0 if there was no response.
@@ -236,9 +236,9 @@ func checkRequest(r Request) error {
 	case r.Signer == nil:
 		return &RequestError{Reason: "no signing secrets"}
 	case r.MsgID == "":
-		return &RequestError{Reason: "no message id"}
+		return &MessageError{Reason: "no message id"}
 	case !validHeaderValue(r.MsgID):
-		return &RequestError{Reason: "message id holds control characters"}
+		return &MessageError{Reason: "message id holds control characters"}
 	}
 	return nil
 }

@@ -487,7 +487,6 @@ func TestSendRequestErrors(t *testing.T) {
 		modify func(*deliver.Request)
 	}{
 		{"no signer", func(r *deliver.Request) { r.Signer = nil }},
-		{"no message id", func(r *deliver.Request) { r.MsgID = "" }},
 		{"unparsable URL", func(r *deliver.Request) { r.URL = "http://[::1/?token=SECRET" }},
 		{"relative URL", func(r *deliver.Request) { r.URL = "/hook?token=SECRET" }},
 		{"ftp URL", func(r *deliver.Request) { r.URL = "ftp://127.0.0.1/?token=SECRET" }},

@@ -69,6 +69,16 @@ type RequestError struct {
 
 func (e *RequestError) Error() string { return "deliver: bad request: " + e.Reason }
 
+// MessageError is a request its own message makes impossible to send: a
+// webhook-id that is empty or holds control characters. No receiver and no
+// configuration can fix it, so it is dead at once and says nothing about the
+// endpoint's health.
+type MessageError struct {
+	Reason string
+}
+
+func (e *MessageError) Error() string { return "deliver: unsendable message: " + e.Reason }
+
 // FeedError is a pull endpoint's attempt that could not append to its
 // feed (a broker unavailable, the feed's topic missing). It is retried.
 type FeedError struct {
@@ -101,7 +111,8 @@ const (
 	// Retry: schedule another attempt (RetryPolicy.Delay), unless the
 	// policy says the delivery is exhausted.
 	Retry
-	// Dead: the delivery can never succeed (413); dead-letter it now.
+	// Dead: the delivery can never succeed (413, or a *MessageError);
+	// dead-letter it now. It does not count against the endpoint.
 	Dead
 	// Gone: the endpoint said 410. Disable the endpoint and dead-letter the
 	// delivery.
@@ -131,8 +142,10 @@ func (o Outcome) String() string {
 }
 
 // Classify maps an attempt's error to its Outcome, per the delivery
-// contract: nil is Delivered; 410 is Gone; 413 is Dead; an attempt the
-// caller canceled is Canceled; every other failure is Retry. That includes a target refused by the SSRF guard
+// contract: nil is Delivered; 410 is Gone; 413 is Dead; a request its own
+// message makes unsendable (*MessageError) is Dead, since retrying it would
+// only hold its entity and blame the receiver; an attempt the caller
+// canceled is Canceled; every other failure is Retry. That includes a target refused by the SSRF guard
 // (*ssrf.BlockedError) and a *RequestError: both are fixed by configuration
 // (an allow-list entry, a corrected URL), and retrying lets the delivery
 // recover then instead of being lost, while the retry policy still
@@ -144,6 +157,10 @@ func Classify(err error) Outcome {
 	var ce *CanceledError
 	if errors.As(err, &ce) {
 		return Canceled
+	}
+	var me *MessageError
+	if errors.As(err, &me) {
+		return Dead
 	}
 	var se *StatusError
 	if errors.As(err, &se) {

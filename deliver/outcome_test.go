@@ -30,6 +30,8 @@ func TestClassify(t *testing.T) {
 		{"transport", &deliver.TransportError{Err: errors.New("connection reset")}, deliver.Retry},
 		{"blocked", &ssrf.BlockedError{Addr: netip.MustParseAddr("10.0.0.1"), Reason: "private"}, deliver.Retry},
 		{"bad request", &deliver.RequestError{Reason: "invalid URL"}, deliver.Retry},
+		{"unsendable message", &deliver.MessageError{Reason: "message id holds control characters"}, deliver.Dead},
+		{"unsendable message wrapped", fmt.Errorf("attempt 1: %w", &deliver.MessageError{Reason: "no message id"}), deliver.Dead},
 		{"canceled", &deliver.CanceledError{Cause: errors.New("shutdown")}, deliver.Canceled},
 		{"unknown", errors.New("something else"), deliver.Retry},
 	}

@@ -206,17 +206,25 @@ func TestSendBasicAuthFromURL(t *testing.T) {
 	}
 }
 
-// A message id that would end the header early is refused before anything
-// is sent.
+// A message id that would end the header early (or is empty) is refused
+// before anything is sent, and is dead at once: no receiver and no
+// configuration can fix it, so retrying it would only hold its entity
+// and count against the endpoint (#27).
 func TestSendRefusesHeaderInjection(t *testing.T) {
 	var hits atomic.Int64
 	srv := newServer(t, func(http.ResponseWriter, *http.Request) { hits.Add(1) })
-	req := newRequest(t, srv.URL)
-	req.MsgID = "evt_1\r\nX-Injected: 1"
-	res := newSender(t, deliver.Config{}).Send(t.Context(), req)
-	asError[*deliver.RequestError](t, res.Err)
-	if hits.Load() != 0 {
-		t.Error("the request reached the server")
+	s := newSender(t, deliver.Config{})
+	for _, id := range []string{"evt_1\r\nX-Injected: 1", "evt_1\n", "evt\x001", "evt\x7f", ""} {
+		req := newRequest(t, srv.URL)
+		req.MsgID = id
+		res := s.Send(t.Context(), req)
+		asError[*deliver.MessageError](t, res.Err)
+		if res.Outcome() != deliver.Dead {
+			t.Errorf("message id %q: outcome %v, want dead", id, res.Outcome())
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the requests reached the server %d times", n)
 	}
 }
 

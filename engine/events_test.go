@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,19 +141,7 @@ func (b *stateBreakers) Forget(ids ...string) {
 // the last; an invalid event's dead letter is not a delivery.
 func TestFanoutEvents(t *testing.T) {
 	r := kfakeStageRig(t, 2)
-	events := newEventLog()
-	f, err := NewFanout(FanoutConfig{
-		Brokers: r.brokers, Topics: r.tops, Group: r.group + "-fanout", TransactionalID: r.group + "-fanout",
-		Subscribers: fixedSubscribers{"ep_1", "ep_2", "ep_3"}, OnEvent: events.Add, Logger: testenv.Logger(),
-		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+	events := r.startFanout(t, fixedSubscribers{"ep_1", "ep_2", "ep_3"})
 
 	// The invalid event first: its dead letter is committed before the
 	// last delivery.
@@ -189,9 +178,77 @@ func TestFanoutEvents(t *testing.T) {
 	}
 }
 
+// A record on the events topic whose id holds CR/LF is dead-lettered at
+// once as invalid_event: fanned out, each of its deliveries would fail every
+// attempt inside Laneway and hold its entity for up to 72 h (#27). The
+// entity's next event is fanned out as usual.
+func TestFanoutDeadLettersControlCharacterIDs(t *testing.T) {
+	r := kfakeStageRig(t, 1)
+	events := r.startFanout(t, fixedSubscribers{"ep_1"})
+
+	var values [][]byte
+	for _, id := range []string{"evt-1\r\nX-Injected: 1", "evt-2"} {
+		v, err := json.Marshal(event.Envelope{ID: id, Type: "order.updated", Tenant: "acme", Entity: "order:1",
+			OccurredAt: time.Now().UTC(), Data: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, v)
+	}
+	// One produce, in order: the poisoned event's fate is decided by the
+	// time its successor's delivery is written.
+	if err := r.cl.ProduceSync(t.Context(), &kgo.Record{Topic: r.tops.Events, Key: []byte("order:1"), Value: values[0]},
+		&kgo.Record{Topic: r.tops.Events, Key: []byte("order:1"), Value: values[1]}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	events.Wait(t, time.Minute, "evt-2 fanned out", func(e Event) bool { return e.Kind == EventFannedOut })
+
+	// The entity's first delivery, had the poisoned event been fanned out,
+	// would come before evt-2's.
+	first := r.committedRecords(t, r.tops.Deliveries, 1)[0]
+	if d, err := event.ParseDelivery(first.Value); err != nil || d.EventID != "evt-2" {
+		t.Errorf("first delivery %q, want evt-2's", first.Value)
+	}
+	dls := r.deadLetters()
+	if len(dls) != 1 || dls[0].Reason != event.ReasonInvalidEvent || string(dls[0].Raw) != string(values[0]) ||
+		!strings.Contains(dls[0].Detail, "id holds a control character") {
+		t.Fatalf("dead letters %+v, want one invalid_event letter of the poisoned record, naming the control character", dls)
+	}
+}
+
+// startFanout runs a fan-out stage on the rig's topics for the test and
+// returns its events.
+func (r *stageRig) startFanout(t *testing.T, subscribers SubscriberIndex) eventLog {
+	t.Helper()
+	events := newEventLog()
+	f, err := NewFanout(FanoutConfig{
+		Brokers: r.brokers, Topics: r.tops, Group: r.group + "-fanout", TransactionalID: r.group + "-fanout",
+		Subscribers: subscribers, OnEvent: events.Add, Logger: testenv.Logger(),
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Stop(context.Background()) })
+	return events
+}
+
 // recordEnds reads the first n committed records of topic and returns, per
 // partition, the offset after its last.
 func (r *stageRig) recordEnds(t *testing.T, topic string, n int) map[int32]int64 {
+	t.Helper()
+	ends := map[int32]int64{}
+	for _, rec := range r.committedRecords(t, topic, n) {
+		ends[rec.Partition] = rec.Offset + 1
+	}
+	return ends
+}
+
+// committedRecords reads the first n committed records of topic.
+func (r *stageRig) committedRecords(t *testing.T, topic string, n int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -201,18 +258,15 @@ func (r *stageRig) recordEnds(t *testing.T, topic string, n int) map[int32]int64
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	ends := map[int32]int64{}
-	for read := 0; read < n; {
+	var out []*kgo.Record
+	for len(out) < n {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records of %s: %v", read, n, topic, ctx.Err())
+			t.Fatalf("read %d of %d records of %s: %v", len(out), n, topic, ctx.Err())
 		}
-		fs.EachRecord(func(rec *kgo.Record) {
-			read++
-			ends[rec.Partition] = rec.Offset + 1
-		})
+		fs.EachRecord(func(rec *kgo.Record) { out = append(out, rec) })
 	}
-	return ends
+	return out
 }
 
 // fixedSubscribers subscribes its endpoints to every event.

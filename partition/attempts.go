@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -276,7 +277,7 @@ func (o *Owner) settle(ls *laneState, t *Task, res AttemptResult, outcome delive
 		o.disable(ls.id, "endpoint answered 410 Gone")
 		o.endDead(ls, t, event.ReasonGone, d.LastError, now)
 	case deliver.Dead:
-		o.endDead(ls, t, event.ReasonTooLarge, d.LastError, now)
+		o.endDead(ls, t, deadReason(res.Err), d.LastError, now)
 	default:
 		if reason, dead := o.cfg.Retry.Exhausted(d.Attempts, d.CreatedAt, now); dead {
 			o.endDead(ls, t, reason, d.LastError, now)
@@ -288,13 +289,23 @@ func (o *Owner) settle(ls *laneState, t *Task, res AttemptResult, outcome delive
 	}
 }
 
+// deadReason names why a Dead outcome ended its delivery: a message that
+// cannot be sent (the fault of the delivery itself), or else the
+// receiver's 413.
+func deadReason(err error) string {
+	if _, ok := errors.AsType[*deliver.MessageError](err); ok {
+		return event.ReasonInvalidDelivery
+	}
+	return event.ReasonTooLarge
+}
+
 // recordHealth feeds the outcome to the endpoint's breaker and asks for the
 // endpoint to be disabled once it has failed for DisableAfter without one
 // success. The failed delivery itself retries as usual: it dies as
 // endpoint_disabled only once the endpoint's config says so, so a disable
-// that could not be written never misclassifies a delivery. 413 says nothing
-// about the endpoint's health and 410 disables it by itself, so neither
-// counts.
+// that could not be written never misclassifies a delivery. A Dead outcome
+// (413, or a message that cannot be sent) says nothing about the endpoint's
+// health and 410 disables it by itself, so neither counts.
 func (o *Owner) recordHealth(ls *laneState, outcome deliver.Outcome, now time.Time) {
 	b := o.cfg.Breakers
 	if b == nil || (outcome != deliver.Delivered && outcome != deliver.Retry) || o.appendsOnly(ls.id) {

@@ -22,7 +22,7 @@ import (
 	"github.com/laneway/laneway/internal/testkit/testenv"
 )
 
-const testToken = "cli-test-token-0123456789abcdef0123"
+const testToken = "cli-test-00900eed4bb8e0bcf56f564bc1b2eb93"
 
 // startLaneway runs Laneway on the embedded default, in memory, with the
 // admin token, delivering to loopback.

@@ -107,17 +107,45 @@ func waitForBanner(t *testing.T, stdout, stderr *lockedBuffer, done <-chan error
 	}
 }
 
+// Typos that leave the URL parsable but the password outside its user
+// info ("rediss//…", "redis:/…") printed it in the start error (#27).
 func TestServeRefusesABadRedisURLWithoutEchoingThePassword(t *testing.T) {
 	const password = "hunter2-error-secret"
-	var stdout, stderr lockedBuffer
-	err := serve(context.Background(), []string{
-		"--redis-url", "redis://laneway:" + password + "@[::1:6379/0",
-		"--http-addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0", "--data-dir", "",
-	}, &stdout, &stderr)
-	if err == nil {
-		t.Fatal("a malformed Redis URL was accepted")
+	for _, url := range []string{
+		"redis://laneway:" + password + "@[::1:6379/0",
+		"rediss//default:" + password + "@redis.internal:6379",
+		"redis:/default:" + password + "@redis.internal:6379",
+	} {
+		var stdout, stderr lockedBuffer
+		err := serve(context.Background(), []string{
+			"--redis-url", url,
+			"--http-addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0", "--data-dir", "",
+		}, &stdout, &stderr)
+		if err == nil {
+			t.Fatalf("a malformed Redis URL was accepted: %s", strings.ReplaceAll(url, password, "…"))
+		}
+		if all := err.Error() + stdout.String() + stderr.String(); strings.Contains(all, password) {
+			t.Errorf("the error or output contains the password: %v\n%s", err, all)
+		}
 	}
-	if all := err.Error() + stdout.String() + stderr.String(); strings.Contains(all, password) {
-		t.Fatalf("the error or output contains the password: %v\n%s", err, all)
+}
+
+// A Kafka broker given as a URL with credentials (they belong in
+// --kafka-sasl-*) is refused at start, and the error does not repeat the
+// password (#27).
+func TestServeRefusesCredentialsInKafkaBrokers(t *testing.T) {
+	const password = "hunter2-kafka-secret"
+	for _, broker := range []string{"kafka://laneway:" + password + "@kafka.internal:9092", "laneway:" + password + "@kafka.internal:9092"} {
+		var stdout, stderr lockedBuffer
+		err := serve(context.Background(), []string{
+			"--kafka-brokers", "kafka-0.internal:9092," + broker, "--allow-plaintext-secrets",
+			"--http-addr", "127.0.0.1:0", "--data-dir", "",
+		}, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "--kafka-brokers") {
+			t.Fatalf("a broker with credentials: %v, want a refusal naming --kafka-brokers", err)
+		}
+		if all := err.Error() + stdout.String() + stderr.String(); strings.Contains(all, password) {
+			t.Errorf("the error or output contains the password: %v\n%s", err, all)
+		}
 	}
 }

@@ -37,6 +37,7 @@ func TestFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		HTTPLimits:             app.ServerLimits{ReadTimeout: app.DefaultReadTimeout, IdleTimeout: app.DefaultIdleTimeout, MaxHeaderBytes: app.DefaultMaxHeaderBytes},
 		InboundRateLimits:      inbound.RateLimits{PerAddress: inbound.DefaultPerAddressRate, PerSource: inbound.DefaultPerSourceRate},
 		InboundRefusedKeepRate: inbound.DefaultRefusedKeepRate,
+		FeedAuthLimit:          api.FeedAuthLimit{Failures: api.DefaultFeedAuthFailures, Window: api.DefaultFeedAuthWindow},
 		AttemptTimeout:         deliver.DefaultTimeout,
 		Retry:                  deliver.RetryPolicy{Base: deliver.DefaultRetryBase, Max: deliver.DefaultRetryMax, MaxAttempts: deliver.DefaultMaxAttempts, MaxAge: deliver.DefaultMaxAge},
 		Breaker:                breaker.Config{Threshold: breaker.DefaultThreshold, FirstPause: breaker.DefaultFirstPause, MaxPause: breaker.DefaultMaxPause},

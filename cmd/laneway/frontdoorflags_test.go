@@ -62,11 +62,24 @@ func TestServeBannerNamesThePublicAddress(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "unknown source") || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Fatalf("POST %s/in/nope: %d %s %v, want the front door's 404", m[1], resp.StatusCode, body, resp.Header)
 	}
+	// The listener serves the pull feeds too: the banner and its 404 say
+	// so, rather than "inbound webhooks only" (#27).
+	if !regexp.MustCompile(`Front door: .*/v1/feed/\{id\}`).MatchString(stdout.String()) {
+		t.Errorf("the banner's front door line does not name the pull feeds:\n%s", stdout.String())
+	}
 	if resp, err = http.Get(m[1] + "/"); err != nil {
 		t.Fatal(err)
 	}
+	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("GET %s/: %d, want 404 (the console is not on the public listener)", m[1], resp.StatusCode)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "/in/{source}") || !strings.Contains(string(body), "/v1/feed/") {
+		t.Fatalf("GET %s/: %d %s, want a 404 naming what the public listener serves (the console is not on it)", m[1], resp.StatusCode, body)
+	}
+	if resp, err = http.Get(m[1] + "/v1/feed/ep_nope"); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET %s/v1/feed/ep_nope: %d, want the feed's 401", m[1], resp.StatusCode)
 	}
 }

@@ -37,7 +37,7 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	connFlags(fs, &cfg.Kafka, &cfg.Redis)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", app.DefaultHTTPAddr, "API, console and metrics listen address")
 	frontDoorFlags(fs, cfg)
-	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback): at least 32 bytes (openssl rand -hex 32); two, comma-separated, during a rotation")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "Bearer token required on /v1 (required to listen beyond loopback): at least 32 random bytes (openssl rand -hex 32; guessable ones are refused); two, comma-separated, during a rotation")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin token instead of --admin-token, one per line (two during a rotation)")
 	fs.StringVar(&cfg.Topics.Events, "events-topic", "", "topic producers publish events to (default <topic-prefix>.events)")
 	fs.StringVar(&lists.topicPrefix, "topic-prefix", topics.DefaultPrefix, "prefix of Laneway's topics: <prefix>.events, .deliveries, .parked, .dead, .endpoints")
@@ -68,7 +68,8 @@ func serveFlags(fs *flag.FlagSet) (*app.Config, *logFlags, *listFlags) {
 	fs.Int64Var(&cfg.InstanceBytes, "instance-bytes", engine.DefaultInstanceBytes, "park the largest lanes while all lanes together hold more bytes than this")
 	fs.IntVar(&cfg.MaxInFlight, "max-inflight", engine.DefaultMaxInFlight(), "cap on the instance's delivery attempts in flight, shared fairly among endpoints (default: half the file-descriptor limit)")
 	fs.StringVar(&cfg.OperatorWebhookURL, "operator-webhook-url", "", "URL told (signed POST) when Laneway disables an endpoint; empty: log only")
-	fs.StringVar(&cfg.OperatorWebhookSecret, "operator-webhook-secret", "", "whsec_ secret signing the operator webhook (required with its URL)")
+	fs.StringVar(&cfg.OperatorWebhookSecret, "operator-webhook-secret", "", "whsec_ secret signing the operator webhook (required with its URL); prefer --operator-webhook-secret-file")
+	fs.StringVar(&cfg.OperatorWebhookSecretFile, "operator-webhook-secret-file", "", "file holding the operator webhook's whsec_ secret instead of --operator-webhook-secret, read at start")
 	fs.DurationVar(&cfg.SecretOverlap, "secret-overlap", api.DefaultSecretOverlap, "how long a rotated-out endpoint secret stays valid by default")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logs.format, "log-format", "json", "json or text")
@@ -215,7 +216,7 @@ func printWelcome(w io.Writer, a *app.App, withToken bool) {
 	base := "http://" + a.HTTPAddr()
 	frontDoor := ""
 	if addr := a.PublicAddr(); addr != "" { // --public-addr: the only address to expose to providers
-		frontDoor = "\n  Front door:      http://" + addr + "/in/{source}   (public listener: inbound webhooks only)"
+		frontDoor = "\n  Front door:      http://" + addr + "/in/{source}   (public listener: inbound webhooks, and pull feeds at /v1/feed/{id})"
 	}
 	fmt.Fprintf(w, `Laneway is running.
   Console:         %[1]s/

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -79,5 +80,33 @@ func TestSecretsKeyFileFlags(t *testing.T) {
 	}
 	if cfg.Secrets.Ring == nil || cfg.Secrets.Ring.WriteKeyID() != "k1" || cfg.Secrets.KeyFile != path || !cfg.Secrets.AllowNewKey {
 		t.Fatalf("secrets config %+v", cfg.Secrets)
+	}
+}
+
+// Every secret `serve` takes has a *-file twin, and so a LANEWAY_*_FILE
+// variable, as docs/security.md promises: a flag shows in `ps`, a variable
+// in the environment of every child and crash dump. The operator webhook's
+// secret had none (#27).
+func TestEverySecretFlagHasAFileTwin(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serveFlags(fs)
+	secrets := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		for _, suffix := range []string{"-secret", "-password", "-token", "-secret-access-key"} {
+			if strings.HasSuffix(f.Name, suffix) {
+				secrets++
+				if fs.Lookup(f.Name+"-file") == nil {
+					t.Errorf("--%s has no --%s-file (%s_FILE)", f.Name, f.Name, envName(f.Name))
+				}
+			}
+		}
+	})
+	if secrets < 6 {
+		t.Fatalf("found %d secret flags, the test no longer recognises them", secrets)
+	}
+	env := map[string]string{"LANEWAY_OPERATOR_WEBHOOK_SECRET_FILE": "/run/secrets/operator-webhook"}
+	cfg, _, err := parseServe(nil, func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err != nil || cfg.OperatorWebhookSecretFile != "/run/secrets/operator-webhook" {
+		t.Errorf("LANEWAY_OPERATOR_WEBHOOK_SECRET_FILE: %q, %v", cfg.OperatorWebhookSecretFile, err)
 	}
 }

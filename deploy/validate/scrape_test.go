@@ -90,7 +90,7 @@ func runScrape(bin string, want []string) (ret *scrape, retErr error) {
 		urls[name] = srv.URL + "/" + name
 	}
 
-	const token = "validate-test-token-0123456789abcdef"
+	const token = "validate-test-6386c35ac434954161491c11498f4a0f"
 	dir, err := os.MkdirTemp("", "laneway-validate-scrape-")
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/admin/api"
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
@@ -84,9 +85,10 @@ type Config struct {
 	// ("127.0.0.1:8080").
 	HTTPAddr string
 	// PublicAddr, when set, serves the inbound front door (POST
-	// /in/{source}) alone, and HTTPAddr no longer serves it: expose this
-	// one, keep the API, console and /metrics private. Default "": the
-	// front door is on HTTPAddr.
+	// /in/{source}) and the pull feeds (/v1/feed/{id}) and nothing else,
+	// and HTTPAddr no longer serves the door: expose this one, keep the
+	// API, console and /metrics private. Default "": the front door is on
+	// HTTPAddr.
 	PublicAddr string
 	// HTTPLimits bound each connection on both listeners (timeouts, header
 	// size). Defaults as in ServerLimits.
@@ -94,12 +96,18 @@ type Config struct {
 	// InboundRateLimits bound requests to the front door per client address
 	// and per source. Defaults as in inbound.RateLimits.
 	InboundRateLimits inbound.RateLimits
+	// FeedAuthLimit bounds failed authentications at the pull feeds'
+	// routes per client address (429 beyond). Defaults as in
+	// api.FeedAuthLimit; TrustedProxies, when unset, are
+	// InboundRateLimits.TrustedProxies (the same ingress).
+	FeedAuthLimit api.FeedAuthLimit
 	// InboundRefusedKeepRate is how many refused front-door requests per
 	// second are kept as metadata. Default inbound.DefaultRefusedKeepRate (5).
 	InboundRefusedKeepRate float64
 	// AdminToken, when set, is required as a Bearer token on /v1: one
 	// token, or two separated by a comma during a rotation, each at least
-	// 32 bytes and not an example from the docs (api.ParseAdminTokens).
+	// 32 bytes, not an example from the docs and not guessable
+	// (api.ParseAdminTokens).
 	// Without one the API refuses to listen on anything but loopback.
 	// Default "".
 	AdminToken string
@@ -168,6 +176,10 @@ type Config struct {
 	OperatorWebhookURL string
 	// OperatorWebhookSecret (whsec_...) signs the operator webhook.
 	OperatorWebhookSecret string
+	// OperatorWebhookSecretFile names a file holding OperatorWebhookSecret
+	// instead (read at start, surrounding space trimmed), to keep it out of
+	// the process list and the environment. Not both. Default "".
+	OperatorWebhookSecretFile string
 	// SecretOverlap is how long a rotated-out endpoint secret stays valid
 	// unless the rotation says otherwise. Default api.DefaultSecretOverlap
 	// (24h).

@@ -6,6 +6,8 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,10 +21,14 @@ import (
 	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/redisconn"
+	"github.com/laneway/laneway/internal/plumbing/urlredact"
 )
 
 func (a *App) startKafka(context.Context) error {
 	if len(a.cfg.KafkaBrokers) > 0 {
+		if err := checkBrokers(a.cfg.KafkaBrokers); err != nil {
+			return err
+		}
 		a.brokers = a.cfg.KafkaBrokers
 		opts, err := a.cfg.Kafka.Opts()
 		a.kafkaOpts = opts
@@ -40,6 +46,19 @@ func (a *App) startKafka(context.Context) error {
 	a.kafka = k
 	a.brokers = []string{k.Addr()}
 	a.stopping(k, stopWithin)
+	return nil
+}
+
+// checkBrokers refuses a broker given as a URL or with credentials: the
+// client would take it as a host name and print it, password included, in
+// every dial error. Credentials go in the SASL settings.
+func checkBrokers(brokers []string) error {
+	for i, b := range brokers {
+		if strings.Contains(b, "@") || strings.Contains(b, "://") {
+			shown, _ := urlredact.Userinfo(b)
+			return fmt.Errorf("--kafka-brokers entry %d (%s) is not host:port: give brokers as host:port and credentials with --kafka-sasl-* (or their *_FILE variants)", i+1, shown)
+		}
+	}
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,7 +35,10 @@ func TestDisabledEndpointIsRedrivenInOrder(t *testing.T) {
 				MaxAttempts: 100_000, MaxAge: time.Hour}
 			c.DisableAfter = 1500 * time.Millisecond
 			c.ParkAfter = 300 * time.Millisecond // the backlog parks before the disable
-			c.OperatorWebhookURL, c.OperatorWebhookSecret = operator.url, operator.secret
+			// The secret by file, as a deployment keeps it out of the
+			// environment (LANEWAY_OPERATOR_WEBHOOK_SECRET_FILE): the
+			// notifications verify against it.
+			c.OperatorWebhookURL, c.OperatorWebhookSecretFile = operator.url, operator.secretFile(t)
 		})
 		ep := api.createEndpoint(map[string]any{"tenant": "acme", "url": f.URL(1), "max_concurrency": 2})
 		var healthy atomic.Bool
@@ -108,6 +113,17 @@ func newOperatorReceiver(t *testing.T) *operatorReceiver {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// secretFile writes the operator secret to a file, with the newline an
+// editor or `echo` leaves, and returns its path.
+func (o *operatorReceiver) secretFile(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "operator-webhook-secret")
+	if err := os.WriteFile(file, []byte(o.secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // await waits for the first notification; every one received must be a

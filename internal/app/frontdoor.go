@@ -123,10 +123,9 @@ func (a *App) startPublic(ctx context.Context) error {
 	if a.cfg.PublicAddr == "" {
 		return nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/feed/", a.feedHandler) // pull endpoints' consumers, with their own tokens
-	mux.Handle("/", a.inbound.PublicHandler())
-	a.public = a.listener("public", a.cfg.PublicAddr, mux)
+	// The pull endpoints' consumers, with their own tokens.
+	feeds := api.Route{Pattern: "/v1/feed/", Handler: a.feedHandler, Public: true}
+	a.public = a.listener("public", a.cfg.PublicAddr, a.inbound.PublicHandler(feeds))
 	return a.run(ctx, a.public, stopWithin)
 }
 

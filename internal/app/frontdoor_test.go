@@ -50,7 +50,7 @@ func TestPublicListenerServesTheFrontDoorOnly(t *testing.T) {
 // /metrics, whose series name every source that took a request, and with
 // it the capture path. There /metrics needs the admin token.
 func TestMetricsOnAPublicDoorListenerHaveNoSourceIDs(t *testing.T) {
-	const token, source = "metrics-test-token-0123456789abcdef", "gh-hidden-source-7f3a"
+	const token, source = "metrics-test-87cace9ef8b86db63ea9c49ab16d8af0", "gh-hidden-source-7f3a"
 	a := startApp(t, testenv.Embedded, func(c *app.Config) { c.HTTPAddr, c.AdminToken = "0.0.0.0:0", token })
 	_, port, err := net.SplitHostPort(a.HTTPAddr())
 	if err != nil {

@@ -115,7 +115,7 @@ func (a *App) startAPI(ctx context.Context) error {
 		Endpoints: a.store, Publisher: &publisher{client: a.producer, topic: a.cfg.Topics.Events},
 		Redis: a.rdb, AdminTokens: a.adminTokens, Ready: a.ready, Logger: a.log,
 		DeadLetters: a.dead, Redrives: a.redriver, SecretOverlap: a.cfg.SecretOverlap, Health: a.health, Events: a.events,
-		Feeds: a.feeds, Routes: routes, Metrics: metrics,
+		Feeds: a.feeds, Routes: routes, Metrics: metrics, FeedAuthLimit: a.feedAuthLimit(),
 	})
 	if err != nil {
 		return err
@@ -123,6 +123,16 @@ func (a *App) startAPI(ctx context.Context) error {
 	a.feedHandler = srv.FeedHandler()
 	a.api = a.listener("api", a.cfg.HTTPAddr, srv.Handler())
 	return a.run(ctx, a.api, stopWithin)
+}
+
+// feedAuthLimit is the configured limit; the feeds share the front door's
+// listener and so its ingress, whose proxies it trusts unless told apart.
+func (a *App) feedAuthLimit() api.FeedAuthLimit {
+	l := a.cfg.FeedAuthLimit
+	if l.TrustedProxies == nil {
+		l.TrustedProxies = a.cfg.InboundRateLimits.TrustedProxies
+	}
+	return l
 }
 
 // metricsRoutes decides how /metrics is served: open (the handler comes

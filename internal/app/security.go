@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/laneway/laneway/internal/admin/api"
 )
@@ -36,6 +37,26 @@ func adminTokens(value, file string) ([]string, error) {
 		return nil, fmt.Errorf("--admin-token: %w", err)
 	}
 	return tokens, nil
+}
+
+// operatorWebhookSecret is the operator webhook's secret, given as a value
+// or in a file. Errors name the setting, never the secret.
+func operatorWebhookSecret(value, file string) (string, error) {
+	switch {
+	case file == "":
+		return value, nil
+	case value != "":
+		return "", errors.New("--operator-webhook-secret and --operator-webhook-secret-file are both set: give the secret one way")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--operator-webhook-secret-file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("--operator-webhook-secret-file %s is empty", file)
+	}
+	return secret, nil
 }
 
 // checkExposure refuses an unauthenticated API on a non-loopback address.

@@ -30,8 +30,9 @@ func startErr(t *testing.T, cfg app.Config) error {
 	return err
 }
 
-// TestStartRefusesWeakAdminTokens: a short token, or one copied from the
-// repo's own examples, is refused rather than published.
+// TestStartRefusesWeakAdminTokens: a short token, one copied from the
+// repo's own examples, or one long enough but made by hand (32 × "a",
+// "passwordpassword…") is refused rather than published.
 func TestStartRefusesWeakAdminTokens(t *testing.T) {
 	dir := t.TempDir()
 	placeholderFile := filepath.Join(dir, "token")
@@ -44,6 +45,8 @@ func TestStartRefusesWeakAdminTokens(t *testing.T) {
 	}{
 		"short":               {app.Config{AdminToken: "change-me"}, "at least 32"},
 		"compose placeholder": {app.Config{AdminToken: "change-me-to-a-long-random-string"}, "placeholder"},
+		"32 × a":              {app.Config{AdminToken: strings.Repeat("a", 32)}, "distinct characters"},
+		"a repeated password": {app.Config{AdminToken: strings.Repeat("password", 4) + "1x"}, "repeats itself"},
 		"placeholder in file": {app.Config{AdminTokenFile: placeholderFile}, "placeholder"},
 		"missing file":        {app.Config{AdminTokenFile: filepath.Join(dir, "none")}, "--admin-token-file"},
 		"both ways":           {app.Config{AdminToken: strings.Repeat("a1", 16), AdminTokenFile: placeholderFile}, "both"},
@@ -59,7 +62,7 @@ func TestStartRefusesWeakAdminTokens(t *testing.T) {
 // TestAdminTokenFileWithTwoTokens: the token file can hold the new and the
 // old token during a rotation; both open the API, nothing else does.
 func TestAdminTokenFileWithTwoTokens(t *testing.T) {
-	const next, prev = "next-0123456789abcdef0123456789abcdef", "prev-0123456789abcdef0123456789abcdef"
+	const next, prev = "next-709271df9e5a428089db8391025ad626", "prev-535f8001843b4ebf2d1c49e26259348a"
 	file := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(file, []byte(next+"\n"+prev+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -130,5 +133,33 @@ func TestEmbeddedKafkaBeyondLoopbackWhenAllowedWarns(t *testing.T) {
 	stopApp(t, a)
 	if !strings.Contains(logs.String(), "WITHOUT AUTHENTICATION") {
 		t.Fatalf("no warning logged:\n%s", logs.String())
+	}
+}
+
+// TestStartRefusesABadOperatorWebhookSecretFile: the operator webhook's
+// secret can come from a file (LANEWAY_OPERATOR_WEBHOOK_SECRET_FILE), like
+// every other secret; given both ways, from a missing file or an empty one,
+// start is refused naming the setting, never the secret.
+func TestStartRefusesABadOperatorWebhookSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "whsec_c2VjcmV0LW5vdC10by1iZS1wcmludGVkLTAxMjM0NTY3"
+	for name, tc := range map[string]struct {
+		value, file, want string
+	}{
+		"both ways":    {secret, empty, "both"},
+		"missing file": {"", filepath.Join(dir, "none"), "--operator-webhook-secret-file"},
+		"empty file":   {"", empty, "empty"},
+	} {
+		err := startErr(t, app.Config{
+			HTTPAddr: "127.0.0.1:0", EmbeddedKafkaAddr: "127.0.0.1:0", Logger: testenv.Logger(),
+			OperatorWebhookURL: "https://ops.example/hook", OperatorWebhookSecret: tc.value, OperatorWebhookSecretFile: tc.file,
+		})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: Start = %v, want an error containing %q and not the secret", name, err, tc.want)
+		}
 	}
 }

@@ -114,8 +114,12 @@ func (a *App) startBreakers(ctx context.Context) error {
 // delivery stage, which may still disable endpoints while it drains, and
 // its drain is bounded by stopWithin.
 func (a *App) startNotifier(ctx context.Context) error {
+	secret, err := operatorWebhookSecret(a.cfg.OperatorWebhookSecret, a.cfg.OperatorWebhookSecretFile)
+	if err != nil {
+		return err
+	}
 	n, err := notify.New(notify.Config{
-		URL: a.cfg.OperatorWebhookURL, Secret: a.cfg.OperatorWebhookSecret, InstanceID: a.cfg.InstanceID, Logger: a.log,
+		URL: a.cfg.OperatorWebhookURL, Secret: secret, InstanceID: a.cfg.InstanceID, Logger: a.log,
 	})
 	if err != nil {
 		return err

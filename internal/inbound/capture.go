@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/laneway/laneway/internal/plumbing/addrlimit"
 	"github.com/laneway/laneway/internal/plumbing/httpjson"
 )
 
@@ -69,7 +70,7 @@ func (s *Service) capture(w http.ResponseWriter, r *http.Request) {
 // refusal, its reason.
 func (s *Service) captureRequest(w http.ResponseWriter, r *http.Request, src Source, known bool) (int, string) {
 	receivedAt := s.cfg.Now().UTC()
-	if ok, wait := s.limits.allowAddress(clientAddr(r, s.cfg.RateLimits.TrustedProxies)); !ok {
+	if ok, wait := s.limits.allowAddress(addrlimit.ClientAddr(r, s.cfg.RateLimits.TrustedProxies)); !ok {
 		return tooManyRequests(w, wait, "too many requests from this address"), refusedRateAddress
 	}
 	if !known || !src.acceptsToken(r.PathValue("token")) {
@@ -135,7 +136,7 @@ func (s *Service) store(w http.ResponseWriter, r *http.Request, c *Capture) (int
 }
 
 func tooManyRequests(w http.ResponseWriter, wait time.Duration, msg string) int {
-	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+	w.Header().Set("Retry-After", strconv.Itoa(addrlimit.RetryAfterSeconds(wait)))
 	return httpjson.Error(w, http.StatusTooManyRequests, msg)
 }
 

@@ -232,62 +232,6 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	waitVerifier(t, s, "the retry verified", atLeast(StatusVerified, 1))
 }
 
-func TestClientAddress(t *testing.T) {
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	for _, tc := range []struct {
-		remote, xff, want string
-	}{
-		{"203.0.113.5:4000", "", "203.0.113.5"},
-		{"203.0.113.5:4000", "198.51.100.1", "203.0.113.5"},         // an untrusted peer's header is ignored
-		{"10.1.2.3:4000", "198.51.100.1, 10.9.9.9", "198.51.100.1"}, // through two proxies
-		{"10.1.2.3:4000", "6.6.6.6, 198.51.100.1", "198.51.100.1"},  // a sender's own XFF entry is not believed
-		{"10.1.2.3:4000", "10.0.0.1", "10.1.2.3"},                   // all trusted: the peer
-		{"10.1.2.3:4000", "garbage", "10.1.2.3"},                    // a garbled chain: the peer
-		{"[::ffff:203.0.113.9]:1", "", "203.0.113.9"},               // mapped IPv4 is IPv4
-		{"[2001:db8::1]:1", "", "2001:db8::1"},
-	} {
-		r := &http.Request{RemoteAddr: tc.remote, Header: http.Header{}}
-		if tc.xff != "" {
-			r.Header.Set("X-Forwarded-For", tc.xff)
-		}
-		if got := clientAddr(r, trusted); got.String() != tc.want {
-			t.Errorf("%s via %q: %s, want %s", tc.remote, tc.xff, got, tc.want)
-		}
-	}
-	a, b := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::ffff:1")
-	if addressKey(a) != addressKey(b) {
-		t.Errorf("one IPv6 /64 is two buckets: %s %s", addressKey(a), addressKey(b))
-	}
-}
-
-// TestAddressBucketsAreBounded: past MaxAddresses new addresses share one
-// bucket, and addresses whose bucket refilled are forgotten.
-func TestAddressBucketsAreBounded(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	cfg := RateLimits{PerAddress: 1, PerAddressBurst: 1, MaxAddresses: 2}
-	cfg.setDefaults()
-	l := newLimiter(cfg, clock.Now)
-	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}) }
-	for i := range 2 {
-		if ok, _ := l.allowAddress(addr(i)); !ok {
-			t.Fatalf("address %d refused", i)
-		}
-	}
-	if ok, _ := l.allowAddress(addr(2)); !ok {
-		t.Fatal("the first overflow address was refused: the shared bucket starts full")
-	}
-	if ok, _ := l.allowAddress(addr(3)); ok {
-		t.Fatal("a second overflow address had its own bucket")
-	}
-	if len(l.addrs) != 2 {
-		t.Fatalf("%d addresses tracked, want at most 2", len(l.addrs))
-	}
-	clock.Add(2 * time.Second) // every bucket refills: the sweep forgets them
-	if ok, _ := l.allowAddress(addr(4)); !ok || len(l.addrs) != 1 {
-		t.Fatalf("after the refill: allowed %v, %d tracked, want a fresh bucket and 1 tracked", ok, len(l.addrs))
-	}
-}
-
 // TestPublicHandlerAnswersNosniff: every answer of the public listener
 // (accepted, refused, unknown source, unknown path, wrong method) tells
 // browsers not to guess its type.

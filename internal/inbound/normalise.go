@@ -192,10 +192,17 @@ func normalise(src *Source, c *Capture) (normalised, error) {
 		}
 		data, _ = json.Marshal(string(c.Body))
 	}
-	env, err := buildEnvelope(event.Envelope{
+	fields := event.Envelope{
 		ID: n.eventID, Type: n.typ, Tenant: src.Tenant, Entity: n.entity, Revision: revision,
 		Coalesce: src.Coalesce, OccurredAt: c.ReceivedAt.UTC(),
-	}, data)
+	}
+	// The envelope's own rules (a control character in type or entity):
+	// refused here, the request is listed as unmapped; forwarded, it would
+	// only be dead-lettered by the fan-out.
+	if err := fields.Validate(); err != nil {
+		return n, fail(ReasonUnmapped, "%v", err)
+	}
+	env, err := buildEnvelope(fields, data)
 	if err != nil {
 		return n, err
 	}

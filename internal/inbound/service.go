@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -358,18 +359,28 @@ func (s *Service) captureRoutes() []api.Route {
 	}
 }
 
-// PublicHandler serves the capture routes alone, for a listener that
-// faces the internet: nothing else (no admin route, no console, no
-// metrics) is reachable through it; every other path is a JSON 404. Every
-// response carries X-Content-Type-Options: nosniff, so that no browser
-// renders an answer (which may echo a path) as anything but its type.
-func (s *Service) PublicHandler() http.Handler {
+// PublicHandler serves the capture routes, and the other public routes
+// given (the pull feeds, which authenticate their callers), for a listener
+// that faces the internet: nothing else (no admin route, no console, no
+// metrics) is reachable through it; every other path is a JSON 404 that
+// names what is. Every response carries X-Content-Type-Options: nosniff,
+// so that no browser renders an answer (which may echo a path) as anything
+// but its type.
+func (s *Service) PublicHandler(others ...api.Route) http.Handler {
 	mux := http.NewServeMux()
-	for _, r := range s.captureRoutes() {
+	served := []string{"POST /in/{source}"}
+	for _, r := range append(s.captureRoutes(), others...) {
 		mux.Handle(r.Pattern, r.Handler)
 	}
+	for _, r := range others {
+		if strings.HasSuffix(r.Pattern, "/") {
+			r.Pattern += "…" // a subtree
+		}
+		served = append(served, r.Pattern)
+	}
+	notFound := "not found: this listener serves " + strings.Join(served, " and ") + " only"
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		httpjson.Error(w, http.StatusNotFound, "not found: this listener serves POST /in/{source} only")
+		httpjson.Error(w, http.StatusNotFound, notFound)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")

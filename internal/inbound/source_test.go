@@ -191,6 +191,27 @@ func TestNormaliseMappingAndFallbacks(t *testing.T) {
 	}
 }
 
+// A provider's event type or entity holding control characters is refused
+// as unmapped here, at the inbound door, rather than forwarded to be
+// dead-lettered by the fan-out (#27).
+func TestNormaliseRefusesControlCharacters(t *testing.T) {
+	gh := Source{ID: "gh", Kind: KindGitHub, Tenant: "acme", Secret: "x"}
+	gh.SetDefaults()
+	for name, tc := range map[string]struct {
+		event string
+		body  string
+	}{
+		"type":   {"push\r\nX-Injected: 1", `{"repository":{"full_name":"acme/app"}}`},
+		"entity": {"push", `{"repository":{"full_name":"acme/app\r\nX-Injected: 1"}}`},
+	} {
+		h := http.Header{"X-Github-Event": {tc.event}}
+		_, err := normalise(&gh, capture(gh, h, []byte(tc.body)))
+		if Classify(err) != ReasonUnmapped || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("%s with CR/LF: %v, want unmapped naming the control character", name, err)
+		}
+	}
+}
+
 func TestRequestIDsRoundTrip(t *testing.T) {
 	p, o, ok := ParseRequestID(RequestID(7, 123456789))
 	if !ok || p != 7 || o != 123456789 {

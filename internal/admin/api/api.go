@@ -133,6 +133,10 @@ type Config struct {
 	// pull endpoints cannot be created and the feed routes answer 501.
 	Feeds Feeds
 
+	// FeedAuthLimit bounds failed authentications at the feed routes per
+	// client address. Defaults: see FeedAuthLimit.
+	FeedAuthLimit FeedAuthLimit
+
 	// Routes adds handlers of other components (the inbound front door,
 	// the console) to the API's mux, behind the same admin token unless
 	// marked Public.
@@ -178,6 +182,7 @@ type Server struct {
 	health        HealthReader
 	events        EventFinder
 	feeds         Feeds
+	feedGuard     feedGuard
 
 	// writeMu serialises endpoint read-modify-write cycles (PATCH, DELETE)
 	// in this process, so that two concurrent PATCHes do not lose one
@@ -213,6 +218,7 @@ func New(cfg Config) (*Server, error) {
 		health:        cfg.Health,
 		events:        cfg.Events,
 		feeds:         cfg.Feeds,
+		feedGuard:     newFeedGuard(cfg.FeedAuthLimit, cfg.Now),
 	}
 	// The access log wraps the panic handler so that a recovered panic is
 	// logged with the 500 it produced.
@@ -276,7 +282,7 @@ func (s *Server) routes(metrics http.Handler) http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if metrics != nil {
-		mux.Handle("GET /metrics", metrics)
+		mux.Handle("GET /metrics", s.tokenlessHostOnly(metrics))
 	}
 	// Authentication is attached per route rather than by path prefix so
 	// that no /v1 handler can be reached without it, whatever the path

@@ -109,6 +109,31 @@ func TestIngestInvalidEvents(t *testing.T) {
 	}
 }
 
+// An id holding CR/LF was accepted with a 202, and every attempt of its
+// deliveries then failed inside Laneway, holding its entity for up to
+// 72 h (#27). Control characters in id, type, tenant or entity get a 400
+// naming the field, and nothing is published.
+func TestIngestRefusesControlCharacters(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, field := range []string{"id", "type", "tenant", "entity"} {
+		fields := map[string]string{"id": "evt_1", "type": "t", "tenant": "acme", "entity": "e"}
+		fields[field] = "x\r\nX-Injected: 1"
+		body, err := json.Marshal(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := h.do("POST", "/v1/events", string(body))
+		wantStatus(t, r, http.StatusBadRequest)
+		got := r.json(t)
+		if reason, _ := got["reason"].(string); !strings.Contains(reason, field+" holds a control character") || got["field"] != field {
+			t.Errorf("%s: body %s, want a reason and field naming the control character in %s", field, r.body, field)
+		}
+	}
+	if n := len(h.pub.published()); n != 0 {
+		t.Fatalf("%d events with control characters were published", n)
+	}
+}
+
 func TestIngestBodyLimits(t *testing.T) {
 	h := newHarness(t, nil)
 	huge := `{"data":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`

@@ -40,7 +40,8 @@ func (s *Server) feedRoutes(mux *http.ServeMux) {
 
 // requireFeedToken answers 401 unless the bearer token is one of the
 // endpoint's consumer tokens. An unknown endpoint gets the same answer as
-// a wrong token, so that the route does not tell which endpoints exist.
+// a wrong token, so that the route does not tell which endpoints exist;
+// an address that failed too often gets 429 (FeedAuthLimit).
 func (s *Server) requireFeedToken(next func(http.ResponseWriter, *http.Request, endpoint.Endpoint)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
@@ -48,16 +49,18 @@ func (s *Server) requireFeedToken(next func(http.ResponseWriter, *http.Request, 
 			httpjson.Error(w, http.StatusNotImplemented, "feeds are not served by this instance")
 			return
 		}
+		if s.feedGuard.refused(w, r) {
+			return
+		}
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		token = strings.TrimSpace(token)
 		e, ok := s.endpoints.Get(r.PathValue("id"))
 		if !strings.EqualFold(scheme, "Bearer") || !ok || !e.FeedTokenValid(token, s.now()) {
+			// One answer for every failure, the admin token's included:
+			// a hint for it would tell a guesser when a guess was right.
+			s.feedGuard.failed(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="laneway-feed"`)
-			msg := "missing or invalid feed token"
-			if s.validToken(r.Header.Get("Authorization")) {
-				msg = "a feed is read with its consumer token (lwf_…, POST /v1/endpoints/{id}/feed-tokens), not the admin token"
-			}
-			httpjson.Error(w, http.StatusUnauthorized, msg)
+			httpjson.Error(w, http.StatusUnauthorized, "missing or invalid feed token (a feed is read with its consumer token, lwf_…)")
 			return
 		}
 		next(w, r, e)

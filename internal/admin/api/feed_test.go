@@ -137,3 +137,40 @@ func TestBatchEndpointShowsItsFeedPosition(t *testing.T) {
 		t.Fatalf("oldest pending age %v, want the backlog's 60 s", age)
 	}
 }
+
+// The feed routes (on the public listener too) answered the admin token
+// with its own hint, which told anyone whether a guess was the admin
+// token, and took guesses as fast as they came (#27, item 8). Every failed
+// authentication gets the same answer, and past FeedAuthLimit.Failures
+// from one address the feed routes answer 429 with Retry-After until the
+// window has earned them back; other addresses are not affected.
+func TestFeedAuthFailuresAreAnsweredAlikeAndLimited(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.AdminToken = testToken
+		c.Feeds = &specFeeds{}
+		c.FeedAuthLimit = FeedAuthLimit{Failures: 3, Window: 30 * time.Second}
+	})
+	r := h.do("POST", "/v1/endpoints", `{"tenant":"acme","mode":"pull"}`)
+	wantStatus(t, r, http.StatusCreated)
+	id := r.json(t)["id"].(string)
+	r = h.do("POST", "/v1/endpoints/"+id+"/feed-tokens", "")
+	wantStatus(t, r, http.StatusCreated)
+	consumer := r.json(t)["token"].(string)
+	read := func(token string) response {
+		return h.do("GET", "/v1/feed/"+id, "", "Authorization", "Bearer "+token)
+	}
+
+	admin, guess := read(testToken), read("lwf_not-a-token")
+	if admin.status != http.StatusUnauthorized || guess.status != http.StatusUnauthorized || string(admin.body) != string(guess.body) {
+		t.Fatalf("admin token: %d %s; a guess: %d %s; want the same 401", admin.status, admin.body, guess.status, guess.body)
+	}
+	wantStatus(t, read(consumer), http.StatusOK) // a success costs nothing
+	wantStatus(t, read("lwf_guess-3"), http.StatusUnauthorized)
+	limited := read(consumer)
+	wantStatus(t, limited, http.StatusTooManyRequests)
+	if ra := limited.header.Get("Retry-After"); ra != "10" {
+		t.Fatalf("Retry-After %q, want 10 (one failure's share of the 30 s window)", ra)
+	}
+	h.clock.advance(10 * time.Second)
+	wantStatus(t, read(consumer), http.StatusOK)
+}

@@ -22,11 +22,7 @@ import (
 // guardTokenless answers the request with a refusal and returns false when
 // it could come from a web page rather than from the operator.
 func (s *Server) guardTokenless(w http.ResponseWriter, r *http.Request) bool {
-	if !loopbackHost(r.Host) {
-		// DNS rebinding: the browser sends the attacker's name as Host.
-		// No name but "localhost" can be trusted to mean this machine.
-		httpjson.Error(w, http.StatusForbidden, "Host "+quoteHost(r.Host)+" is not a loopback address: "+
-			"without an admin token the API only answers requests addressed to 127.0.0.1, [::1] or localhost")
+	if !guardHost(w, r) {
 		return false
 	}
 	if err := s.sameOrigin.Check(r); err != nil {
@@ -44,6 +40,31 @@ func (s *Server) guardTokenless(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// guardHost refuses a request whose Host is not a loopback name. DNS
+// rebinding: the browser sends the attacker's name as Host. No name but
+// "localhost" can be trusted to mean this machine.
+func guardHost(w http.ResponseWriter, r *http.Request) bool {
+	if loopbackHost(r.Host) {
+		return true
+	}
+	httpjson.Error(w, http.StatusForbidden, "Host "+quoteHost(r.Host)+" is not a loopback address: "+
+		"without an admin token the API only answers requests addressed to 127.0.0.1, [::1] or localhost")
+	return false
+}
+
+// tokenlessHostOnly guards a route that needs no token but names what a
+// web page must not learn (/metrics: endpoint and source ids): without an
+// admin token, only a loopback Host is answered, as on /v1; with one the
+// route stays open, for scrapers.
+func (s *Server) tokenlessHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.tokenHashes) == 0 && !guardHost(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // loopbackHost accepts a Host header naming this machine: a loopback IP

@@ -106,6 +106,28 @@ func TestTokenlessDNSRebindingIsRefused(t *testing.T) {
 	}
 }
 
+// TestTokenlessMetricsRefuseAForeignHost: /metrics names endpoint and
+// source ids; in tokenless loopback mode a web page using DNS rebinding
+// read them as same-origin (#27, item 11). Without a token it answers only
+// a loopback Host, like /v1; with a token it stays open to scrapers.
+func TestTokenlessMetricsRefuseAForeignHost(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("laneway_endpoint_pending{endpoint=\"ep_secret_name\"} 1\n"))
+	})
+	tokenless := newHarness(t, func(c *Config) { c.Metrics = metrics })
+	_, port, _ := strings.Cut(tokenless.hostPort(), ":")
+	evil := "rebind.evil.example:" + port
+	r := tokenless.rawDo("GET", "/metrics", "", "Host", evil)
+	wantStatus(t, r, http.StatusForbidden)
+	if strings.Contains(string(r.body), "ep_secret_name") {
+		t.Fatalf("refused /metrics carries the series: %s", r.body)
+	}
+	wantStatus(t, tokenless.rawDo("GET", "/metrics", "", "Host", "localhost:"+port), http.StatusOK)
+
+	withToken := newHarness(t, func(c *Config) { c.Metrics, c.AdminToken = metrics, testToken })
+	wantStatus(t, withToken.rawDo("GET", "/metrics", "", "Host", evil), http.StatusOK)
+}
+
 // TestTokenlessLocalClientsWork: curl, the CLI and the console (same
 // origin) keep working on every loopback spelling of the address.
 func TestTokenlessLocalClientsWork(t *testing.T) {

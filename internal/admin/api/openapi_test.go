@@ -652,7 +652,7 @@ func specHarness(t *testing.T, mode string) *harness {
 	var ready func(context.Context) error
 	var pub Publisher
 	switch mode {
-	case "ok", "bare":
+	case "ok", "bare", "limited", "tokenless":
 	case "down":
 		store.failWrites = true
 		dead.err, events.err, hr.err, feeds.err = errBroker, errBroker, errBroker, errBroker
@@ -677,6 +677,12 @@ func specHarness(t *testing.T, mode string) *harness {
 		}
 		c.Ready = ready
 		c.Metrics = metrics
+		if mode == "limited" { // one failed feed authentication per minute
+			c.FeedAuthLimit = FeedAuthLimit{Failures: 1, Window: time.Minute}
+		}
+		if mode == "tokenless" { // loopback mode: a web page's Host is refused
+			c.AdminToken = ""
+		}
 		c.Routes = []Route{OpenAPIRoute()}
 		var ids atomic.Int64
 		c.NewID = func() string { return "n" + strconv.FormatInt(ids.Add(1), 10) } // not a seeded id
@@ -723,6 +729,10 @@ func (h *harness) specRequest(c specCall) *http.Request {
 		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
 	for i := 0; i+1 < len(c.header); i += 2 {
+		if c.header[i] == "Host" {
+			req.Host = c.header[i+1]
+			continue
+		}
 		req.Header.Set(c.header[i], c.header[i+1])
 	}
 	return req
@@ -771,6 +781,7 @@ var specCalls = []specCall{
 	{mode: "down", method: "GET", path: "/readyz", noAuth: true, want: 503},
 	{mode: "panic", method: "GET", path: "/readyz", noAuth: true, want: 500},
 	{method: "GET", path: "/metrics", noAuth: true, want: 200},
+	{mode: "tokenless", method: "GET", path: "/metrics", noAuth: true, header: []string{"Host", "rebind.evil.example"}, want: 403},
 	{mode: "panic", method: "GET", path: "/metrics", noAuth: true, want: 500},
 	{method: "GET", path: "/openapi.json", noAuth: true, want: 200},
 	{method: "GET", path: "/openapi.json", noAuth: true, header: []string{"If-None-Match", openAPIETag}, want: 304},
@@ -987,6 +998,9 @@ var specCalls = []specCall{
 	{method: "GET", path: "/v1/feed/ep_pull", want: 401},                                                            // the admin token
 	{method: "GET", path: "/v1/feed/ep_1", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 401}, // another endpoint
 	{method: "GET", path: "/v1/feed/ep_pull", noAuth: true, want: 401, invalid: true},
+	{mode: "limited", method: "GET", path: "/v1/feed/ep_pull", want: 401}, // the address's one failure
+	{mode: "limited", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 429, wantHeader: []string{"Retry-After", "60"}},
+	{mode: "limited", method: "POST", path: "/v1/feed/ep_pull/ack", body: `{"cursor":"fc1_BA"}`, header: []string{"Authorization", "Bearer " + specFeedToken}, want: 429},
 	{mode: "bare", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 501},
 	{mode: "down", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 503},
 	{mode: "panic", method: "GET", path: "/v1/feed/ep_pull", header: []string{"Authorization", "Bearer " + specFeedToken}, want: 500},

@@ -36,7 +36,7 @@ import (
 const (
 	stepTimeout = 60 * time.Second
 	apiTimeout  = 90 * time.Second
-	adminToken  = "console-e2e-token-0123456789abcdef"
+	adminToken  = "console-e2e-821d17ee1a6158d5e46d3dc6686270bf"
 )
 
 // TestConsoleInBrowser drives the console in a real headless Chromium

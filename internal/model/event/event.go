@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -146,6 +147,14 @@ func (e *Envelope) Validate() error {
 		}
 		if len(f.value) > MaxFieldLen {
 			return invalidField(f.name, "%s is longer than %d bytes", f.name, MaxFieldLen)
+		}
+		if i := strings.IndexFunc(f.value, unicode.IsControl); i >= 0 {
+			// The id becomes the webhook-id header, where CR or LF would end
+			// it; a delivery that can never be sent would be retried until it
+			// died, holding every later event of its entity. The other
+			// fields keep the same rule so that no door needs its own.
+			r, _ := utf8.DecodeRuneInString(f.value[i:])
+			return invalidField(f.name, "%s holds a control character (%U at byte %d)", f.name, r, i)
 		}
 	}
 	if e.Revision < 0 {

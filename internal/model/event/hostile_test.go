@@ -291,3 +291,30 @@ func TestAcceptedEnvelopeReencodesWithinTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// A control character in id, type, tenant or entity is refused at the door:
+// the id becomes the webhook-id header, where CR or LF would end it early,
+// so a delivery of it could never be sent; it would be retried until it
+// died, holding every later event of its entity (#27). The other fields
+// follow the same rule so that no door needs its own.
+func TestHostileControlCharacters(t *testing.T) {
+	for _, field := range []string{"id", "type", "tenant", "entity"} {
+		for _, bad := range []string{"a\r\nX-Injected: 1", "a\nb", "a\rb", "a\x00b", "a\tb", "a\x1bb", "a\x7fb", "a\u0085b"} {
+			fields := map[string]string{"id": "e1", "type": "t", "tenant": "a", "entity": "e"}
+			fields[field] = bad
+			raw, err := json.Marshal(fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(field+"/"+strconv.Quote(bad), func(t *testing.T) {
+				wantInvalid(t, raw, field+" holds a control character")
+				_, err := event.ParseEnvelope(raw, now)
+				if ie := err.(*event.InvalidError); ie.Field != field {
+					t.Errorf("field %q, want %q", ie.Field, field)
+				}
+			})
+		}
+	}
+	// Printable characters beyond ASCII are fine.
+	mustParse(t, []byte(`{"id":"évt-1 ✓","type":"commande.créée","tenant":"société","entity":"commande:№1"}`))
+}

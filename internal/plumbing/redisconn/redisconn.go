@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/laneway/laneway/internal/plumbing/tlsfiles"
+	"github.com/laneway/laneway/internal/plumbing/urlredact"
 )
 
 // DefaultKeyPrefix starts the Redis keys of Laneway's jobs and inbound
@@ -116,6 +117,8 @@ func readPassword(file string) (string, error) {
 // Redact returns rawURL with its password replaced by "xxxxx", for printing
 // and logging. A URL that does not parse as scheme://[user[:password]@]host
 // is reduced to its scheme, since where a password sits in it is unknown.
+// A typo that parses with the credentials outside the user info
+// ("rediss//u:pw@host", "redis:/u:pw@host": a path) is masked on its text.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Opaque != "" {
@@ -124,6 +127,10 @@ func Redact(rawURL string) string {
 			return "(unparsable redis url)"
 		}
 		return scheme + "://(unparsable)"
+	}
+	if u.User == nil && strings.Contains(rawURL, "@") {
+		masked, _ := urlredact.Userinfo(rawURL)
+		return masked
 	}
 	// go-redis also reads a password from the query (?password=...).
 	if q := u.Query(); q.Has("password") {
@@ -134,9 +141,9 @@ func Redact(rawURL string) string {
 }
 
 // scrub removes rawURL and its password from msg (url.Parse errors quote
-// the whole URL).
+// the whole URL, go-redis's may quote its path), wherever the password sits.
 func scrub(msg, rawURL string) string {
-	msg = strings.ReplaceAll(msg, rawURL, Redact(rawURL))
+	msg = urlredact.Scrub(strings.ReplaceAll(msg, rawURL, Redact(rawURL)), rawURL)
 	if u, err := url.Parse(rawURL); err == nil {
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")

@@ -23,6 +23,10 @@ func TestRedactHidesThePassword(t *testing.T) {
 		"redis://u:" + secret + "@host:port-not-a-number":     "redis://(unparsable)",
 		"redis://u:" + secret + "@[::1:6379":                  "redis://(unparsable)",
 		"u:" + secret + "@nowhere":                            "(unparsable redis url)",
+		// Typos that parse, with the password outside the user info.
+		"rediss//default:" + secret + "@host:6379": "rediss//default:xxxxx@host:6379",
+		"redis:/default:" + secret + "@host:6379":  "redis:/default:xxxxx@host:6379",
+		"redis:/" + secret + "@host:6379":          "redis:/xxxxx@host:6379",
 	} {
 		got := redisconn.Redact(in)
 		if got != want || strings.Contains(got, secret) {
@@ -36,6 +40,8 @@ func TestOptionsErrorsNeverCarryThePassword(t *testing.T) {
 		"redis://u:" + secret + "@[::1:6379",
 		"http://u:" + secret + "@host:6379",
 		"redis://u:" + secret + "@host:6379/notadb",
+		"rediss//default:" + secret + "@host:6379",
+		"redis:/default:" + secret + "@host:6379",
 	} {
 		_, err := redisconn.Config{}.Options(raw)
 		if err == nil {
