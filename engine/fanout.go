@@ -55,6 +55,10 @@ type FanoutConfig struct {
 	// transactions of its own producer (see kafkatxn.Repair); one is closed
 	// after it was seen on two checks in a row. Default 5s.
 	RepairInterval time.Duration
+	// SafetyChecks is told whether the transaction safety checks could run
+	// (a gauge and one ERROR line per check that cannot). Default: one
+	// that logs only.
+	SafetyChecks *kafkatxn.Checks
 	// Metrics receives fan-out counts; nil disables them.
 	Metrics *Metrics
 	// OnEvent, when set, is told of each committed transaction's
@@ -107,7 +111,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	sess, err := kafkatxn.NewSession(opts, kafkatxn.RepairConfig{
 		TransactionalID: txnID, Group: cfg.Group,
 		Outputs: []string{cfg.Topics.Deliveries, cfg.Topics.Dead},
-		Every:   cfg.RepairInterval, Logger: cfg.Logger, Now: cfg.Now,
+		Every:   cfg.RepairInterval, Logger: cfg.Logger, Now: cfg.Now, Checks: cfg.SafetyChecks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fanout client: %w", err)

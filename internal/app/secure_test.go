@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,6 +21,7 @@ import (
 	"github.com/laneway/laneway/internal/app"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/kafka/kafkaconn"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/event"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/ops/eventsearch"
@@ -37,25 +41,117 @@ func TestEndToEndOverSASLSSLAndRedisTLS(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	sec := testenv.RealSecure(t)
+	var logs logCapture
+	t.Cleanup(func() { revoke(t, sec, sec.KafkaPrincipal(), offsetsTopicACL) })
+	f, a, api := secureScenario(t, sec, &logs, lanewayACLs)
+	subs, expected := publishSecurely(t, sec, f, a, api, 2000, 100)
+	checkDeliveries(t, subs, expected)
+	checkDoorSearchesAndSealing(t, f, a, api, sec)
+	// Granted the table's rows, every transaction safety check ran: the
+	// markers after each commit, the hanging check, the group's offsets.
+	for _, line := range logs.at(slog.LevelWarn) {
+		for _, says := range []string{"safety check cannot run", "cannot check that a transaction's markers landed", "hanging transaction check failed"} {
+			if strings.Contains(line.Msg, says) {
+				t.Errorf("with the documented ACLs: %s", line)
+			}
+		}
+	}
+}
+
+// TestSafetyChecksRunOnOwnTopicsWithoutTheOffsetsGrant is the least
+// privilege below the table: without Describe and Read on
+// __consumer_offsets, the transaction safety checks still run on
+// Laneway's own topics (the markers after each commit), and only the part
+// that reads the group's pending offsets says, once per producer, that it
+// cannot run, with the gauge an alert watches.
+func TestSafetyChecksRunOnOwnTopicsWithoutTheOffsetsGrant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	sec := testenv.RealSecure(t)
+	var logs logCapture
+	revoke(t, sec, sec.KafkaPrincipal(), offsetsTopicACL) // whatever ran before
+	f, a, api := secureScenario(t, sec, &logs, func(tc topics.Config, groupPrefix string) []acl {
+		return withoutOffsetsTopic(lanewayACLs(tc, groupPrefix))
+	})
+	publishSecurely(t, sec, f, a, api, 200, 20)
+	got := map[string]int{}
+	for _, line := range logs.matching(slog.LevelError, "safety check cannot run") {
+		if line.Attrs["check"] != kafkatxn.CheckGroupOffsets {
+			t.Errorf("a check of Laneway's own topics could not run: %s", line)
+		}
+		got[line.Attrs["producer"]]++
+	}
+	if got["fanout"] != 1 {
+		t.Errorf("the fan-out said %d times that the group offsets check cannot run, want once", got["fanout"])
+	}
+	if v := gaugeValue(t, a.Registry(), "laneway_txn_safety_check_unavailable", map[string]string{"producer": "fanout", "check": "group_offsets"}); v != 1 {
+		t.Errorf("laneway_txn_safety_check_unavailable{producer=fanout,check=group_offsets} = %v, want 1", v)
+	}
+}
+
+// secureScenario starts Laneway over the SASL_SSL listener and the TLS
+// Redis, its principal granted what acls lists and the producer's
+// principal its one ACL, logging into logs.
+func secureScenario(t *testing.T, sec testenv.Secure, logs *logCapture, acls func(topics.Config, string) []acl) (*fleet.Fleet, *app.App, apiClient) {
+	t.Helper()
 	b := testenv.Backend{Name: "secure", Brokers: sec.Brokers, RedisURL: sec.RedisURL}
-	f, a, api := scenario(t, b, func(cfg *app.Config) {
-		cfg.Kafka, cfg.Redis = sec.Kafka, sec.Redis
-		grant(t, sec, sec.KafkaPrincipal(), lanewayACLs(cfg.Topics, cfg.GroupPrefix))
+	return scenario(t, b, func(cfg *app.Config) {
+		cfg.Kafka, cfg.Redis, cfg.Logger = sec.Kafka, sec.Redis, logs.logger()
+		grant(t, sec, sec.KafkaPrincipal(), acls(cfg.Topics, cfg.GroupPrefix))
 		grant(t, sec, sec.ProducerPrincipal(), producerACLs(cfg.Topics))
 	})
+}
+
+// publishSecurely publishes events over entities as the producer's
+// principal and waits until the fleet has every delivery.
+func publishSecurely(t *testing.T, sec testenv.Secure, f *fleet.Fleet, a *app.App, api apiClient, events, entities int) ([]subscription, map[string][]string) {
+	t.Helper()
 	subs := createSubscriptions(t, api, f)
 	producer, err := sec.Producer.Opts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	expected := publishEvents(t, a, 2000, 100, subs, producer...)
+	expected := publishEvents(t, a, events, entities, subs, producer...)
 	total := 0
 	for _, ids := range expected {
 		total += len(ids)
 	}
 	waitForTotal(t, f, int64(total), 3*time.Minute)
-	checkDeliveries(t, subs, expected)
-	checkDoorSearchesAndSealing(t, f, a, api, sec)
+	return subs, expected
+}
+
+// offsetsTopicACL is the grant the transaction safety checks need to see
+// a group's pending offsets (docs/deploy.md's ACL table).
+var offsetsTopicACL = acl{kind: "topic", names: []string{"__consumer_offsets"}, ops: []kadm.ACLOperation{kadm.OpDescribe, kadm.OpRead}}
+
+func withoutOffsetsTopic(acls []acl) []acl {
+	return slices.DeleteFunc(acls, func(a acl) bool { return slices.Contains(a.names, "__consumer_offsets") })
+}
+
+// revoke deletes the ACLs a grant of acl made for principal.
+func revoke(t *testing.T, sec testenv.Secure, principal string, a acl) {
+	t.Helper()
+	withSuperAdmin(t, sec, func(ctx context.Context, adm *kadm.Client) {
+		b := kadm.NewACLs().Allow(principal).AllowHosts().Operations(a.ops...).Topics(a.names...).ResourcePatternType(kadm.ACLPatternLiteral)
+		if _, err := adm.DeleteACLs(ctx, b); err != nil {
+			t.Fatalf("delete ACLs %+v: %v", a, err)
+		}
+	})
+}
+
+// withSuperAdmin runs fn with an admin client on the plaintext listener,
+// whose anonymous clients are the test broker's super users.
+func withSuperAdmin(t *testing.T, sec testenv.Secure, fn func(context.Context, *kadm.Client)) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sec.AdminBrokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fn(ctx, kadm.NewClient(cl))
 }
 
 // checkDoorSearchesAndSealing goes on, over the same SASL_SSL connections
@@ -174,6 +270,7 @@ func lanewayACLs(tc topics.Config, groupPrefix string) []acl {
 			ops: []kadm.ACLOperation{kadm.OpRead}},
 		{kind: "transactional-id", names: []string{g.Fanout + "-", g.Inbound + "-"},
 			ops: []kadm.ACLOperation{kadm.OpWrite, kadm.OpDescribe}, prefixed: true},
+		offsetsTopicACL,
 	}
 }
 
@@ -186,36 +283,31 @@ func producerACLs(tc topics.Config) []acl {
 // anonymous clients are the test broker's super users.
 func grant(t *testing.T, sec testenv.Secure, principal string, acls []acl) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(sec.AdminBrokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, a := range acls {
-		b := kadm.NewACLs().Allow(principal).AllowHosts().Operations(a.ops...)
-		switch a.kind {
-		case "topic":
-			b.Topics(a.names...)
-		case "group":
-			b.Groups(a.names...)
-		case "transactional-id":
-			b.TransactionalIDs(a.names...)
-		}
-		if a.prefixed {
-			b.ResourcePatternType(kadm.ACLPatternPrefixed)
-		}
-		results, err := kadm.NewClient(cl).CreateACLs(ctx, b)
-		if err != nil {
-			t.Fatalf("create ACLs %+v: %v", a, err)
-		}
-		for _, r := range results {
-			if r.Err != nil {
-				t.Fatalf("create ACL %+v: %v", r, r.Err)
+	withSuperAdmin(t, sec, func(ctx context.Context, adm *kadm.Client) {
+		for _, a := range acls {
+			b := kadm.NewACLs().Allow(principal).AllowHosts().Operations(a.ops...)
+			switch a.kind {
+			case "topic":
+				b.Topics(a.names...)
+			case "group":
+				b.Groups(a.names...)
+			case "transactional-id":
+				b.TransactionalIDs(a.names...)
+			}
+			if a.prefixed {
+				b.ResourcePatternType(kadm.ACLPatternPrefixed)
+			}
+			results, err := adm.CreateACLs(ctx, b)
+			if err != nil {
+				t.Fatalf("create ACLs %+v: %v", a, err)
+			}
+			for _, r := range results {
+				if r.Err != nil {
+					t.Fatalf("create ACL %+v: %v", r, r.Err)
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestSASLSSLListenerRefusesAnonymousAndWrongPasswords: a client with the
@@ -353,4 +445,30 @@ func TestTLSRedisRefusesAnonymousAndWrongPasswords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gaugeValue is the value of gauge name with labels in reg, or -1 if none.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			found := 0
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] == lp.GetValue() {
+					found++
+				}
+			}
+			if found == len(labels) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }

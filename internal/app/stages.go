@@ -7,6 +7,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/engine"
+	"github.com/laneway/laneway/internal/kafka/kafkatxn"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/ops/health"
 	"github.com/laneway/laneway/internal/ops/notify"
@@ -53,6 +54,7 @@ func (a *App) startFanout(ctx context.Context) error {
 		Group: groups.Fanout, TransactionalID: groups.Fanout,
 		Subscribers: a.store, Metrics: a.metrics, Logger: a.log, ClientOpts: a.groupOpts("fanout"),
 		TransactionV2: a.cfg.KafkaTransactionV2, OnEvent: a.cfg.OnEvent,
+		SafetyChecks: kafkatxn.NewChecks(a.registry, "fanout", a.log),
 	})
 	if err != nil {
 		return err

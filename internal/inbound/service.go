@@ -230,7 +230,8 @@ func New(cfg Config) (*Service, error) {
 			group: cfg.Group, transactionalID: cfg.TransactionalID + "-" + cfg.InstanceID, instanceID: cfg.InstanceID, transactionV2: cfg.TransactionV2,
 			sessionTimeout: cfg.SessionTimeout, batchWait: cfg.VerifyBatchWait, clientOpts: cfg.ClientOpts("inbound-verify"),
 			sources: s.sources, metrics: s.metrics, logger: cfg.Logger, now: cfg.Now,
-			dedup: &deduper{rdb: cfg.Redis, prefix: cfg.KeyPrefix, window: cfg.DedupWindow},
+			checks: kafkatxn.NewChecks(cfg.Registerer, "inbound", cfg.Logger),
+			dedup:  &deduper{rdb: cfg.Redis, prefix: cfg.KeyPrefix, window: cfg.DedupWindow},
 		}); err != nil {
 			return nil, err
 		}

@@ -42,6 +42,7 @@ type verifierConfig struct {
 	sources         SourceGetter
 	dedup           *deduper
 	metrics         *metrics
+	checks          *kafkatxn.Checks // the transaction safety checks' state
 	logger          *slog.Logger
 	now             func() time.Time
 }
@@ -103,7 +104,7 @@ func newVerifier(cfg verifierConfig) (*verifier, error) {
 	sess, err := kafkatxn.NewSession(append(opts, cfg.clientOpts...), kafkatxn.RepairConfig{
 		TransactionalID: cfg.transactionalID, Group: cfg.group,
 		Outputs: []string{cfg.inboundTopic, cfg.eventsTopic},
-		Logger:  cfg.logger, Now: cfg.now,
+		Logger:  cfg.logger, Now: cfg.now, Checks: cfg.checks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inbound verifier client: %w", err)

@@ -46,7 +46,7 @@ type Repair struct {
 	// open is what the previous check saw open for this producer:
 	// partition (or offsetsKey) -> the transaction's start offset.
 	open        map[partitionKey]int64
-	offsetsPart int32 // the group's __consumer_offsets partition; -1 until known, -2 if there is none
+	offsetsPart int32 // the group's __consumer_offsets partition; -1 until known, -2 if there is none or it may not be read
 }
 
 // RepairConfig configures a Repair.
@@ -61,6 +61,8 @@ type RepairConfig struct {
 	Outputs []string
 	// Every is how often a check runs. Default 5s.
 	Every time.Duration
+	// Checks is told whether each check could run. Nil: only Debug lines.
+	Checks *Checks
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -87,7 +89,12 @@ func (h *Repair) Maybe(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Every)
 	defer cancel()
 	repaired, err := h.check(ctx)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		h.cfg.Checks.Ran(CheckHanging)
+	case permanent(err):
+		h.cfg.Checks.Unavailable(CheckHanging, err)
+	case ctx.Err() == nil:
 		h.cfg.Logger.Debug("hanging transaction check failed", "txn_id", h.cfg.TransactionalID, "err", err)
 	}
 	return repaired
@@ -199,6 +206,12 @@ func (h *Repair) openOn(ctx context.Context, id int64, set kadm.TopicsSet) (map[
 	open := map[partitionKey]int64{}
 	var partErr error
 	described.EachPartition(func(d kadm.DescribedProducersPartition) {
+		if d.Topic == offsetsTopic && permanent(d.Err) {
+			// Not allowed to read the group's offsets: check the outputs
+			// without them, and say that part cannot run.
+			h.offsetsDenied(d.Err)
+			return
+		}
 		if d.Err != nil && partErr == nil {
 			partErr = fmt.Errorf("%s/%d: %w", d.Topic, d.Partition, d.Err)
 		}
@@ -246,12 +259,14 @@ func (h *Repair) Landed(ctx context.Context, written kadm.TopicsSet) bool {
 		again, done, err := h.landedOnce(ctx, written, round >= 2)
 		repaired = repaired || again
 		if done {
+			h.cfg.Checks.Ran(CheckMarkers)
 			return repaired
 		}
 		if permanent(err) {
 			// Not allowed or not supported: waiting would stop the loop
 			// for good. The periodic check (Maybe) is all that is left.
-			h.cfg.Logger.Warn("cannot check that a transaction's markers landed", "txn_id", h.cfg.TransactionalID, "err", err)
+			h.cfg.Checks.Unavailable(CheckMarkers, err)
+			h.cfg.Logger.Debug("cannot check that a transaction's markers landed", "txn_id", h.cfg.TransactionalID, "err", err)
 			return repaired
 		}
 		if err != nil {
@@ -352,6 +367,13 @@ func (h *Repair) findOffsetsPartition(ctx context.Context) error {
 		return nil
 	}
 	topics, err := h.adm.ListTopics(ctx, offsetsTopic)
+	if te := topics[offsetsTopic].Err; err == nil && permanent(te) {
+		err = te // not allowed to describe it; a cluster without it (kfake) says UNKNOWN_TOPIC_OR_PARTITION
+	}
+	if permanent(err) {
+		h.offsetsDenied(err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -361,7 +383,16 @@ func (h *Repair) findOffsetsPartition(ctx context.Context) error {
 		return nil
 	}
 	h.offsetsPart = offsetsPartitionFor(h.cfg.Group, n)
+	h.cfg.Checks.Ran(CheckGroupOffsets)
 	return nil
+}
+
+// offsetsDenied leaves the group's offsets out of the checks: the
+// principal may not describe or read __consumer_offsets. The outputs are
+// still checked.
+func (h *Repair) offsetsDenied(err error) {
+	h.offsetsPart = -2
+	h.cfg.Checks.Unavailable(CheckGroupOffsets, err)
 }
 
 // offsetsPartitionFor is the __consumer_offsets partition of group among n:

@@ -36,6 +36,9 @@ func NewSession(opts []kgo.Opt, repair RepairConfig) (*Session, error) {
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	if s.repair.Checks == nil { // one for every repair the session builds: each check is told of once
+		s.repair.Checks = NewChecks(nil, repair.TransactionalID, s.logger)
+	}
 	if err := s.build(); err != nil {
 		return nil, err
 	}
