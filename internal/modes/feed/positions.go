@@ -220,23 +220,22 @@ func (p *Positions) Position(ctx context.Context, endpointID string) (Position, 
 	if o, ok := fetched.Lookup(topic, 0); ok && o.Err == nil && o.At >= 0 {
 		pos.Acked, pos.HasAcked = o.At, true
 	}
-	if err := p.withFurthest(ctx, topic, &pos); err != nil {
-		return pos, err
-	}
+	p.withFurthest(ctx, topic, &pos)
 	return pos, p.oldestUnacked(ctx, topic, &pos)
 }
 
 // withFurthest raises pos.Acked to the furthest position in Redis, which
 // is ahead of Kafka's while an ack through another instance commits.
-func (p *Positions) withFurthest(ctx context.Context, topic string, pos *Position) error {
+// Without Redis a read shows Kafka's position (behind by those commits
+// at most): Redis holds no truth, and reads do not depend on it.
+func (p *Positions) withFurthest(ctx context.Context, topic string, pos *Position) {
 	furthest, ok, err := p.furthest(ctx, topic)
 	if err != nil || !ok {
-		return err
+		return
 	}
 	if !pos.HasAcked || furthest > pos.Acked {
 		pos.Acked, pos.HasAcked = furthest, true
 	}
-	return nil
 }
 
 // oldestUnacked reads the first event at or after the acknowledged
