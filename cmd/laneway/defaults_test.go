@@ -14,6 +14,7 @@ import (
 	"github.com/laneway/laneway/internal/embedded"
 	"github.com/laneway/laneway/internal/inbound"
 	"github.com/laneway/laneway/internal/model/topics"
+	"github.com/laneway/laneway/internal/plumbing/connlimit"
 	"github.com/laneway/laneway/partition"
 )
 
@@ -35,6 +36,7 @@ func TestFlagDefaultsAreThePackageDefaults(t *testing.T) {
 		EmbeddedKafkaAddr: embedded.DefaultKafkaAddr, DataDir: "laneway-data", // the command's own: app's zero is memory
 		HTTPAddr: app.DefaultHTTPAddr, GroupPrefix: topics.DefaultPrefix, Topics: tc,
 		HTTPLimits:             app.ServerLimits{ReadTimeout: app.DefaultReadTimeout, IdleTimeout: app.DefaultIdleTimeout, MaxHeaderBytes: app.DefaultMaxHeaderBytes},
+		Conns:                  connlimit.Limits{Total: connlimit.DefaultTotal(), PerAddress: connlimit.DefaultPerAddress},
 		InboundRateLimits:      inbound.RateLimits{PerAddress: inbound.DefaultPerAddressRate, PerSource: inbound.DefaultPerSourceRate},
 		InboundRefusedKeepRate: inbound.DefaultRefusedKeepRate,
 		FeedAuthLimit:          api.FeedAuthLimit{Failures: api.DefaultFeedAuthFailures, Window: api.DefaultFeedAuthWindow},

@@ -15,6 +15,7 @@ func TestFrontDoorFlags(t *testing.T) {
 	env := map[string]string{"LANEWAY_INBOUND_RATE_PER_SOURCE": "7"}
 	cfg, _, err := parseServe([]string{
 		"--public-addr", "0.0.0.0:8443", "--http-read-timeout", "5s", "--inbound-trusted-proxies", "10.0.0.0/8, fd00::/8",
+		"--http-max-conns", "900", "--http-max-conns-per-address", "8",
 	}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -22,8 +23,9 @@ func TestFrontDoorFlags(t *testing.T) {
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
 	if cfg.PublicAddr != "0.0.0.0:8443" || cfg.HTTPLimits.ReadTimeout != 5*time.Second || cfg.HTTPLimits.MaxHeaderBytes != 64<<10 ||
 		cfg.InboundRateLimits.PerSource != 7 || len(cfg.InboundRateLimits.TrustedProxies) != 2 ||
-		cfg.InboundRateLimits.TrustedProxies[0] != want[0] || cfg.InboundRateLimits.TrustedProxies[1] != want[1] {
-		t.Fatalf("parsed %+v %+v", cfg.HTTPLimits, cfg.InboundRateLimits)
+		cfg.InboundRateLimits.TrustedProxies[0] != want[0] || cfg.InboundRateLimits.TrustedProxies[1] != want[1] ||
+		cfg.Conns.Total != 900 || cfg.Conns.PerAddress != 8 {
+		t.Fatalf("parsed %+v %+v %+v", cfg.HTTPLimits, cfg.InboundRateLimits, cfg.Conns)
 	}
 	if _, _, err := parseServe([]string{"--inbound-trusted-proxies", "ingress"}, func(string) string { return "" }, io.Discard); err == nil {
 		t.Fatal("a proxy that is not a CIDR was accepted")

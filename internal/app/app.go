@@ -34,6 +34,7 @@ import (
 	"github.com/laneway/laneway/internal/ops/eventsearch"
 	"github.com/laneway/laneway/internal/ops/health"
 	"github.com/laneway/laneway/internal/ops/notify"
+	"github.com/laneway/laneway/internal/plumbing/connlimit"
 	"github.com/laneway/laneway/internal/plumbing/redisconn"
 	"github.com/laneway/laneway/internal/security/secretbox"
 )
@@ -93,6 +94,11 @@ type Config struct {
 	// HTTPLimits bound each connection on both listeners (timeouts, header
 	// size). Defaults as in ServerLimits.
 	HTTPLimits ServerLimits
+	// Conns caps the open connections of each listener, in all and per
+	// client address (InboundRateLimits.TrustedProxies are spared the
+	// latter). Defaults as in connlimit.Limits: an eighth of the
+	// file-descriptor limit per listener, 64 per address.
+	Conns connlimit.Limits
 	// InboundRateLimits bound requests to the front door per client address
 	// and per source. Defaults as in inbound.RateLimits.
 	InboundRateLimits inbound.RateLimits

@@ -31,7 +31,7 @@ func (a *App) startFeeds(ctx context.Context) error {
 	a.onStop(readerClient.Close)
 	groups := topics.GroupsFor(a.cfg.GroupPrefix)
 	svc, err := feed.NewService(feed.ServiceConfig{
-		Client: readerClient, Topics: a.cfg.Topics, Group: groups.Feed, BatchGroup: groups.Batch, Logger: a.log,
+		Client: readerClient, Topics: a.cfg.Topics, Group: groups.Feed, BatchGroup: groups.Batch, Redis: a.rdb, Logger: a.log,
 	})
 	if err != nil {
 		return err

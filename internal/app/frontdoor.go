@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/laneway/laneway/internal/admin/api"
+	"github.com/laneway/laneway/internal/plumbing/connlimit"
 	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
 
@@ -55,22 +56,32 @@ func (l ServerLimits) server(h http.Handler) *http.Server {
 type listener struct {
 	name, addr string
 	srv        *http.Server
+	conns      connlimit.Config
 	log        *slog.Logger
 	ln         net.Listener
 	done       chan struct{}
 }
 
-// listener is a listener for h on addr under the configured limits.
+// listener is a listener for h on addr under the configured limits. Its
+// connections are capped (Config.Conns), per listener so that one flooded
+// listener leaves the other, and the descriptors of deliveries, Kafka and
+// Redis, alone.
 func (a *App) listener(name, addr string, h http.Handler) *listener {
-	return &listener{name: name, addr: addr, srv: a.cfg.HTTPLimits.server(h), log: a.log}
+	conns := connlimit.Config{Limits: a.cfg.Conns, Name: name, Exempt: a.cfg.InboundRateLimits.TrustedProxies, Registerer: a.registry}
+	return &listener{name: name, addr: addr, srv: a.cfg.HTTPLimits.server(h), conns: conns, log: a.log}
 }
 
 // Start listens on the address and serves; errors other than the server's
 // own close are logged.
 func (l *listener) Start(context.Context) error {
-	ln, err := net.Listen("tcp", l.addr)
+	raw, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", l.name, l.addr, err)
+	}
+	ln, err := connlimit.Wrap(raw, l.conns)
+	if err != nil {
+		_ = raw.Close()
+		return fmt.Errorf("%s: %w", l.name, err)
 	}
 	l.ln, l.done = ln, make(chan struct{})
 	go func() {

@@ -37,6 +37,8 @@ type rig struct {
 	reader    *Reader
 	positions *Positions
 	watcher   *Watcher
+	group     string
+	redisURL  string
 }
 
 func newRig(t *testing.T, b testenv.Backend) *rig {
@@ -49,7 +51,7 @@ func newRig(t *testing.T, b testenv.Backend) *rig {
 		t.Cleanup(c.Close)
 		return c
 	}
-	r := &rig{topics: topics.Config{}.WithPrefix(testenv.Unique("feedtest"))}
+	r := &rig{topics: topics.Config{}.WithPrefix(testenv.Unique("feedtest")), redisURL: b.RedisURL}
 	r.adm = kadm.NewClient(cl())
 	r.watcher = NewWatcher(WatcherConfig{Admin: r.adm, PollInterval: 20 * time.Millisecond})
 	testenv.Start(t, r.watcher.Start, r.watcher.Stop)
@@ -60,7 +62,10 @@ func newRig(t *testing.T, b testenv.Backend) *rig {
 	if r.reader, err = NewReader(ReaderConfig{Client: cl(), Watcher: r.watcher, Topics: r.topics}); err != nil {
 		t.Fatal(err)
 	}
-	if r.positions, err = NewPositions(PositionsConfig{Admin: r.adm, Group: testenv.Unique("feedgroup"), Reader: r.reader, Topics: r.topics}); err != nil {
+	r.group = testenv.Unique("feedgroup")
+	r.positions, err = NewPositions(PositionsConfig{Admin: r.adm, Group: r.group, Reader: r.reader, Topics: r.topics,
+		Redis: testenv.RedisClient(t, b)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r

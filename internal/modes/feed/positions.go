@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -14,7 +16,25 @@ import (
 	"github.com/laneway/laneway/internal/kafka/offsets"
 	"github.com/laneway/laneway/internal/model/topics"
 	"github.com/laneway/laneway/internal/plumbing/timing"
+	"github.com/laneway/laneway/internal/plumbing/valutil"
 )
+
+// Defaults of PositionsConfig.
+const (
+	DefaultAckKeyPrefix = "laneway:feed:acked:"
+	DefaultAckKeyTTL    = 7 * 24 * time.Hour
+)
+
+// forward stores ARGV[1] at KEYS[1] unless the key holds as much or more,
+// and returns what the key holds then: compare and set in one step, so that
+// acks through several instances at once only move a position forward.
+var forward = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]))
+local off = tonumber(ARGV[1])
+if cur and cur >= off then return cur end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return off
+`)
 
 // PositionsConfig configures Positions.
 type PositionsConfig struct {
@@ -30,6 +50,17 @@ type PositionsConfig struct {
 	// Batch makes these the positions of batch endpoints' topics
 	// (topics.Config.BatchFeed) rather than pull endpoints' feeds.
 	Batch bool
+	// Redis keeps the furthest position acknowledged through any instance,
+	// which makes "only forward" one atomic step across instances (Kafka's
+	// offset commit cannot compare). Kafka stays the durable copy: a Redis
+	// flush loses nothing. Required.
+	Redis redis.UniversalClient
+	// AckKeyPrefix starts the Redis key of each feed's furthest position
+	// (then the group and the topic). Default DefaultAckKeyPrefix.
+	AckKeyPrefix string
+	// AckKeyTTL is how long that key outlives the feed's last ack; Kafka
+	// holds the position after it. Default DefaultAckKeyTTL (7 days).
+	AckKeyTTL time.Duration
 	// Now is the clock for ages. Default: time.Now.
 	Now func() time.Time
 }
@@ -37,17 +68,29 @@ type PositionsConfig struct {
 // Positions keeps each feed's acknowledged position and reports how far
 // its consumer is behind.
 type Positions struct {
-	cfg   PositionsConfig
-	locks sync.Map // topic -> *sync.Mutex: one ack at a time per feed here
+	cfg PositionsConfig
+	// locks hold one ack at a time per feed in this process, which spares
+	// Kafka commits racing each other from here; across instances the
+	// Redis script decides.
+	locks sync.Map // topic -> *sync.Mutex
 }
 
 // NewPositions returns Positions.
 func NewPositions(cfg PositionsConfig) (*Positions, error) {
-	if cfg.Admin == nil || cfg.Group == "" || cfg.Reader == nil {
-		return nil, errors.New("feed positions: Admin, Group and Reader are required")
+	if cfg.Admin == nil || cfg.Group == "" || cfg.Reader == nil || cfg.Redis == nil {
+		return nil, errors.New("feed positions: Admin, Group, Reader and Redis are required")
 	}
+	if cfg.AckKeyPrefix == "" {
+		cfg.AckKeyPrefix = DefaultAckKeyPrefix
+	}
+	cfg.AckKeyTTL = valutil.PositiveOr(cfg.AckKeyTTL, DefaultAckKeyTTL)
 	cfg.Now = timing.Clock(cfg.Now)
 	return &Positions{cfg: cfg}, nil
+}
+
+// key is the Redis key of topic's furthest acknowledged position.
+func (p *Positions) key(topic string) string {
+	return p.cfg.AckKeyPrefix + p.cfg.Group + ":" + topic
 }
 
 func (p *Positions) topic(endpointID string) string {
@@ -82,8 +125,9 @@ func (p Position) OldestUnackedAge(now time.Time) time.Duration {
 }
 
 // Ack stores offset as the endpoint's acknowledged position, unless it is
-// behind the stored one (acknowledging is monotonic) and returns the
-// position stored. An offset past the feed's end is an *AheadError.
+// behind the stored one (acknowledging is monotonic, across instances too)
+// and returns the position stored. An offset past the feed's end is an
+// *AheadError. Without Redis it fails rather than risk going backwards.
 func (p *Positions) Ack(ctx context.Context, endpointID string, offset int64) (int64, error) {
 	topic := p.topic(endpointID)
 	mu, _ := p.locks.LoadOrStore(topic, &sync.Mutex{})
@@ -99,10 +143,55 @@ func (p *Positions) Ack(ctx context.Context, endpointID string, offset int64) (i
 	if pos.HasAcked && offset <= pos.Acked {
 		return pos.Acked, nil
 	}
-	if err := offsets.Commit(ctx, p.cfg.Admin, p.cfg.Group, topic, 0, offset); err != nil {
+	stored, err := p.forward(ctx, topic, offset)
+	if err != nil || stored > offset {
+		return stored, err // another instance acknowledged further: it commits that
+	}
+	return p.commit(ctx, topic, offset)
+}
+
+// forward moves the feed's furthest position in Redis to offset unless it
+// is there already, and returns the furthest position.
+func (p *Positions) forward(ctx context.Context, topic string, offset int64) (int64, error) {
+	stored, err := forward.Run(ctx, p.cfg.Redis, []string{p.key(topic)}, offset, p.cfg.AckKeyTTL.Milliseconds()).Int64()
+	if err != nil {
 		return 0, fmt.Errorf("acknowledge feed %s: %w", topic, err)
 	}
-	return offset, nil
+	return stored, nil
+}
+
+// commit stores offset in Kafka, then again the furthest position while
+// Redis holds a further one: a commit from another instance may have
+// landed before this one, and Kafka must end on the furthest. Reads take
+// the larger of both, so the moment between shows no step back.
+func (p *Positions) commit(ctx context.Context, topic string, offset int64) (int64, error) {
+	for {
+		if err := offsets.Commit(ctx, p.cfg.Admin, p.cfg.Group, topic, 0, offset); err != nil {
+			return 0, fmt.Errorf("acknowledge feed %s: %w", topic, err)
+		}
+		furthest, _, err := p.furthest(ctx, topic)
+		if err != nil || furthest <= offset {
+			return offset, err
+		}
+		offset = furthest
+	}
+}
+
+// furthest reads the furthest position Redis holds for topic; ok is false
+// when it holds none (never acknowledged, expired or flushed).
+func (p *Positions) furthest(ctx context.Context, topic string) (offset int64, ok bool, err error) {
+	raw, err := p.cfg.Redis.Get(ctx, p.key(topic)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("feed %s acknowledged position: %w", topic, err)
+	}
+	offset, err = strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("feed %s acknowledged position %q: %w", topic, raw, err)
+	}
+	return offset, true, nil
 }
 
 // Position reads the feed's acknowledged offset, bounds and the age of
@@ -131,7 +220,22 @@ func (p *Positions) Position(ctx context.Context, endpointID string) (Position, 
 	if o, ok := fetched.Lookup(topic, 0); ok && o.Err == nil && o.At >= 0 {
 		pos.Acked, pos.HasAcked = o.At, true
 	}
+	p.withFurthest(ctx, topic, &pos)
 	return pos, p.oldestUnacked(ctx, topic, &pos)
+}
+
+// withFurthest raises pos.Acked to the furthest position in Redis, which
+// is ahead of Kafka's while an ack through another instance commits.
+// Without Redis a read shows Kafka's position (behind by those commits
+// at most): Redis holds no truth, and reads do not depend on it.
+func (p *Positions) withFurthest(ctx context.Context, topic string, pos *Position) {
+	furthest, ok, err := p.furthest(ctx, topic)
+	if err != nil || !ok {
+		return
+	}
+	if !pos.HasAcked || furthest > pos.Acked {
+		pos.Acked, pos.HasAcked = furthest, true
+	}
 }
 
 // oldestUnacked reads the first event at or after the acknowledged
@@ -159,6 +263,9 @@ func (p *Positions) Forget(ctx context.Context, endpointID string) error {
 	topic := p.topic(endpointID)
 	p.cfg.Reader.forget(topic)
 	p.locks.Delete(topic)
+	if err := p.cfg.Redis.Del(ctx, p.key(topic)).Err(); err != nil {
+		return fmt.Errorf("forget feed %s position: %w", topic, err)
+	}
 	offs := kadm.Offsets{}
 	offs.AddOffset(topic, 0, 0, -1)
 	_, err := p.cfg.Admin.DeleteOffsets(ctx, p.cfg.Group, offs.TopicsSet())

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -24,6 +25,9 @@ type ServiceConfig struct {
 	// Group holds the acknowledged positions (topics.Groups.Feed).
 	// Required.
 	Group string
+	// Redis makes acknowledgements only move forward across instances
+	// (PositionsConfig.Redis). Required.
+	Redis redis.UniversalClient
 	// BatchGroup holds batch endpoints' cursors (topics.Groups.Batch), read
 	// for their positions. Default: none, batch positions are not read.
 	BatchGroup string
@@ -48,8 +52,8 @@ type Service struct {
 
 // NewService returns a Service.
 func NewService(cfg ServiceConfig) (*Service, error) {
-	if cfg.Client == nil || cfg.Group == "" {
-		return nil, errors.New("feed service: Client and Group are required")
+	if cfg.Client == nil || cfg.Group == "" || cfg.Redis == nil {
+		return nil, errors.New("feed service: Client, Group and Redis are required")
 	}
 	adm := kadm.NewClient(cfg.Client)
 	w := NewWatcher(WatcherConfig{Admin: adm, PollInterval: cfg.PollInterval, Logger: cfg.Logger})
@@ -57,13 +61,13 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewPositions(PositionsConfig{Admin: adm, Group: cfg.Group, Reader: r, Topics: cfg.Topics, Now: cfg.Now})
+	p, err := NewPositions(PositionsConfig{Admin: adm, Group: cfg.Group, Reader: r, Topics: cfg.Topics, Redis: cfg.Redis, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}
 	svc := &Service{adm: adm, topics: cfg.Topics, watcher: w, reader: r, positions: p}
 	if cfg.BatchGroup != "" {
-		if svc.batch, err = NewPositions(PositionsConfig{Admin: adm, Group: cfg.BatchGroup, Reader: r, Topics: cfg.Topics, Now: cfg.Now, Batch: true}); err != nil {
+		if svc.batch, err = NewPositions(PositionsConfig{Admin: adm, Group: cfg.BatchGroup, Reader: r, Topics: cfg.Topics, Redis: cfg.Redis, Now: cfg.Now, Batch: true}); err != nil {
 			return nil, err
 		}
 	}

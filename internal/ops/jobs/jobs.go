@@ -4,9 +4,13 @@
 //
 // The runner keeps each job's record in Redis under an id derived from the
 // request (or its idempotency key), so repeating a request answers with the
-// same job; a lease in Redis lets one instance run a job at a time; every
-// step saves the job's counts and cursor, so a job whose runner went away
-// resumes where it stopped when its request is repeated. Start and Stop
+// same job; a lease in Redis lets one instance run a job at a time: it
+// names its owner (a random token per acquisition), is renewed during
+// steps, and every renewal, record write and release compares the token
+// in one Redis script, so a runner that lost the lease stops and writes
+// nothing more; every step saves the job's counts and cursor, so a job
+// whose runner went away resumes where it stopped when its request is
+// repeated. Start and Stop
 // bound the goroutines: Stop cancels every job and waits for it.
 package jobs
 
@@ -199,6 +203,11 @@ type Config[Req, Rec any] struct {
 	// Lease is how long a job's runner may go silent before a repeated
 	// request resumes the job elsewhere. Default DefaultLease (30s).
 	Lease time.Duration
+	// RenewEvery is how often a running job renews its lease, during its
+	// steps too; keep it well under Lease. A renewal that finds the lease
+	// lapsed or another runner's stops the job here. Default Lease/3, so
+	// that one late renewal loses nothing.
+	RenewEvery time.Duration
 	// Logger receives job starts, ends and failures. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -218,6 +227,7 @@ func (c *Config[Req, Rec]) setDefaults() error {
 	}
 	c.JobTTL = valutil.PositiveOr(c.JobTTL, DefaultJobTTL)
 	c.Lease = valutil.PositiveOr(c.Lease, DefaultLease)
+	c.RenewEvery = valutil.PositiveOr(c.RenewEvery, c.Lease/3)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = timing.Clock(c.Now)
 	return nil

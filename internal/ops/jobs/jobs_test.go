@@ -42,6 +42,10 @@ type copier struct {
 	gate    chan struct{} // ...then waits for a value here, or for cancellation
 	release chan struct{} // when not nil: a cancelled step waits for it to close
 	failAt  string        // a step at this cursor fails, once
+	// cancelled, when not nil, gets the cursor of each held step whose
+	// context ended.
+	cancelled chan string
+	prefix    string // of the marker keys
 }
 
 func (k *copier) Step(ctx context.Context, job Job[request]) (Step, error) {
@@ -91,11 +95,18 @@ func (k *copier) wait(ctx context.Context, cursor string) error {
 	if k.entered == nil {
 		return nil
 	}
-	k.entered <- cursor
+	select {
+	case k.entered <- cursor:
+	case <-ctx.Done(): // stopped before the test took the step
+		return ctx.Err()
+	}
 	select {
 	case <-k.gate:
 		return nil
 	case <-ctx.Done():
+		if k.cancelled != nil {
+			k.cancelled <- cursor
+		}
 		if k.release != nil {
 			<-k.release
 		}
@@ -106,7 +117,7 @@ func (k *copier) wait(ctx context.Context, cursor string) error {
 func (k *copier) keys(recs []*kgo.Record) []string {
 	keys := make([]string, len(recs))
 	for i, r := range recs {
-		keys[i] = "test:copied:" + strconv.FormatInt(r.Offset, 10)
+		keys[i] = k.prefix + "copied:" + strconv.FormatInt(r.Offset, 10)
 	}
 	return keys
 }
@@ -129,8 +140,9 @@ func (k *copier) copied() []int64 {
 type fixture struct {
 	brokers []string
 	topic   string
-	mr      *miniredis.Miniredis
+	mr      *miniredis.Miniredis // nil on the real Redis
 	rdb     *redis.Client
+	prefix  string // of every Redis key: "test:" on miniredis
 	logger  *slog.Logger
 }
 
@@ -143,10 +155,32 @@ func newFixture(t *testing.T, n int) *fixture {
 	if real, ok := testenv.RealKafka(); ok {
 		b = real
 	}
-	f := &fixture{brokers: b.Brokers, topic: testenv.Unique("jobs"), mr: miniredis.RunT(t),
+	f := &fixture{brokers: b.Brokers, topic: testenv.Unique("jobs"), mr: miniredis.RunT(t), prefix: "test:",
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	f.rdb = redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
 	t.Cleanup(func() { _ = f.rdb.Close() })
+	f.produce(t, n)
+	return f
+}
+
+// fixtures are a fixture on miniredis and, when LANEWAY_TEST_REDIS_URL is
+// set, one on the real Redis, its keys under a prefix of their own.
+func fixtures(t *testing.T, n int) map[string]*fixture {
+	t.Helper()
+	out := map[string]*fixture{}
+	for _, rb := range testenv.Redises(t) {
+		f := newFixture(t, n)
+		if rb.Name != "miniredis" {
+			f.mr, f.rdb, f.prefix = nil, testenv.RedisClient(t, rb), testenv.Unique("jobs")+":"
+		}
+		out[rb.Name] = f
+	}
+	return out
+}
+
+// produce writes n records to partition 0 of the fixture's new topic.
+func (f *fixture) produce(t *testing.T, n int) {
+	t.Helper()
 	cl := f.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -160,7 +194,6 @@ func newFixture(t *testing.T, n int) *fixture {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	return f
 }
 
 func (f *fixture) client(t *testing.T) *kgo.Client {
@@ -178,6 +211,7 @@ func (f *fixture) copier(t *testing.T, page int) *copier {
 		reader:  kread.NewReader(f.client(t), f.topic),
 		markers: Markers{Redis: f.rdb, TTL: time.Hour, Name: "copy", Logger: f.logger},
 		page:    page,
+		prefix:  f.prefix,
 	}
 }
 
@@ -192,7 +226,7 @@ func (f *fixture) held(t *testing.T, page int) *copier {
 func (f *fixture) runner(t *testing.T, k *copier, tweaks ...func(*Config[request, Job[request]])) *Runner[request, Job[request]] {
 	t.Helper()
 	cfg := Config[request, Job[request]]{
-		Kind: k, Redis: f.rdb, Name: "copy", IDPrefix: "cp_", JobKeyPrefix: "test:job:", LeaseKeyPrefix: "test:lease:",
+		Kind: k, Redis: f.rdb, Name: "copy", IDPrefix: "cp_", JobKeyPrefix: f.prefix + "job:", LeaseKeyPrefix: f.prefix + "lease:",
 		Lease: time.Minute, Logger: f.logger, Now: func() time.Time { return t0 },
 	}
 	for _, tweak := range tweaks {

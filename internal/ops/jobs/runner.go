@@ -95,11 +95,11 @@ func (r *Runner[Req, Rec]) resume(ctx context.Context, job Job[Req]) (rec Rec, c
 		// Its lease lapsed during a long step: it still runs here.
 		return r.cfg.Kind.Record(here), false, nil
 	}
-	leased, err := r.takeLease(ctx, job.ID)
+	token, err := r.takeLease(ctx, job.ID)
 	if err != nil {
 		return rec, false, err
 	}
-	if !leased { // someone runs it; if here, Get has fresher progress
+	if token == "" { // someone runs it; if here, Get has fresher progress
 		if fresh, ok, _ := r.Get(ctx, job.ID); ok {
 			return fresh, false, nil
 		}
@@ -109,15 +109,15 @@ func (r *Runner[Req, Rec]) resume(ctx context.Context, job Job[Req]) (rec Rec, c
 	// drops the lease, so a job that ended since the first read is not run
 	// a second time (from its last cursor, "" when it was complete).
 	if job, err = r.reload(ctx, job); err != nil || job.Status == StatusDone {
-		r.dropLease(ctx, job.ID)
+		r.dropLease(ctx, job.ID, token)
 		if err != nil {
 			return rec, false, err
 		}
 		return r.cfg.Kind.Record(job), false, nil
 	}
 	job.Status, job.Error = StatusRunning, ""
-	if !r.launch(job) {
-		r.dropLease(ctx, job.ID) // stopped meanwhile: let a repeat resume it at once
+	if !r.launch(job, token) {
+		r.dropLease(ctx, job.ID, token) // stopped meanwhile: let a repeat resume it at once
 		return rec, false, ErrStopped
 	}
 	return r.cfg.Kind.Record(job), true, nil
@@ -137,7 +137,8 @@ func (r *Runner[Req, Rec]) Get(ctx context.Context, id string) (rec Rec, found b
 }
 
 // Watch returns a channel closed at the next save of any job's progress,
-// so that a waiter wakes on progress instead of polling.
+// or when a job stops running here, so that a waiter wakes on progress
+// instead of polling.
 func (r *Runner[Req, Rec]) Watch() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,10 +180,11 @@ func (r *Runner[Req, Rec]) reload(ctx context.Context, job Job[Req]) (Job[Req], 
 	return fresh, nil
 }
 
-// launch runs job in a goroutine Stop waits for; false when stopped. The
-// check and the Add share the lock with Stop, so no Add follows its Wait.
-// A job never runs twice here: two goroutines would share its progress.
-func (r *Runner[Req, Rec]) launch(job Job[Req]) bool {
+// launch runs job, whose lease token holds, in a goroutine Stop waits
+// for; false when stopped. The check and the Add share the lock with Stop,
+// so no Add follows its Wait. A job never runs twice here: two goroutines
+// would share its progress.
+func (r *Runner[Req, Rec]) launch(job Job[Req], token string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
@@ -197,28 +199,67 @@ func (r *Runner[Req, Rec]) launch(job Job[Req]) bool {
 	ctx := r.ctx
 	go func() {
 		defer r.jobs.Done()
-		r.run(ctx, job.ID)
+		r.run(ctx, job.ID, token)
 	}()
 	return true
 }
 
-// run steps through the job until it is complete, the runner stops, or a
-// step fails.
-func (r *Runner[Req, Rec]) run(ctx context.Context, id string) {
+// run steps through the job until it is complete, the runner stops, a
+// step fails, or the job's lease is lost. Then another runner has the job:
+// this one stops its step and writes nothing more, or both would write
+// the job's record and produce its pages.
+func (r *Runner[Req, Rec]) run(ctx context.Context, id, token string) {
 	defer r.forget(id)
+	stepCtx, cancel := context.WithCancel(ctx)
+	lost := r.keepLease(stepCtx, cancel, id, token)
 	var err error
 	for done := false; !done && err == nil; {
-		done, err = r.step(ctx, id)
+		done, err = r.step(stepCtx, id, token)
 	}
-	r.finish(ctx, id, err)
+	cancel()
+	if <-lost || errors.Is(err, errLeaseLost) {
+		r.cfg.Logger.Warn(r.cfg.Name+" lost its lease: stopped here, another runner may run it", "job", id)
+		return
+	}
+	r.finish(ctx, id, token, err)
 }
 
-// step does one step of the job and saves its progress.
-func (r *Runner[Req, Rec]) step(ctx context.Context, id string) (done bool, err error) {
+// keepLease renews the job's lease every RenewEvery, during steps too,
+// from a goroutine that ends with ctx. When a renewal finds the lease gone
+// or another runner's, it cancels ctx (and so the step). The channel gets
+// whether it did once the goroutine ends: run waits for it.
+func (r *Runner[Req, Rec]) keepLease(ctx context.Context, cancel context.CancelFunc, id, token string) <-chan bool {
+	lost := make(chan bool, 1)
+	go func() {
+		tick := time.NewTicker(r.cfg.RenewEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				lost <- false
+				return
+			case <-tick.C:
+			}
+			err := r.renewLease(ctx, id, token)
+			if errors.Is(err, errLeaseLost) {
+				cancel()
+				lost <- true
+				return
+			}
+			if err != nil && ctx.Err() == nil { // the next renewal tells whether it is still ours
+				r.cfg.Logger.Warn("could not renew "+r.cfg.Name+" lease", "job", id, "err", err)
+			}
+		}
+	}()
+	return lost
+}
+
+// step does one step of the job and saves its progress, unless the lease
+// is lost (errLeaseLost).
+func (r *Runner[Req, Rec]) step(ctx context.Context, id, token string) (done bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	r.renewLease(ctx, id)
 	job, _ := r.snapshot(id)
 	s, err := r.cfg.Kind.Step(ctx, job)
 	if err != nil {
@@ -228,12 +269,14 @@ func (r *Runner[Req, Rec]) step(ctx context.Context, id string) (done bool, err 
 		j.add(s.Progress)
 		j.Cursor = s.Next
 	})
-	r.save(ctx, saved)
+	if err := r.save(ctx, saved, token); err != nil {
+		return false, err
+	}
 	return s.Next == "", nil
 }
 
-// finish records how the job ended.
-func (r *Runner[Req, Rec]) finish(ctx context.Context, id string, err error) {
+// finish records how the job ended, unless its lease is lost.
+func (r *Runner[Req, Rec]) finish(ctx context.Context, id, token string, err error) {
 	saved := r.update(id, func(j *Job[Req], now time.Time) {
 		switch {
 		case err == nil:
@@ -248,9 +291,12 @@ func (r *Runner[Req, Rec]) finish(ctx context.Context, id string, err error) {
 	// The job's context may be cancelled; its end must be saved anyway.
 	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
 	defer cancel()
-	r.save(saveCtx, saved)
+	if errors.Is(r.save(saveCtx, saved, token), errLeaseLost) {
+		r.cfg.Logger.Warn(r.cfg.Name+" lost its lease: its end is not saved, another runner may run it", "job", id)
+		return
+	}
 	if saved.Status != StatusRunning {
-		r.dropLease(saveCtx, id)
+		r.dropLease(saveCtx, id, token)
 	}
 	r.cfg.Logger.Info(r.cfg.Name+" ended", "job", id, "status", saved.Status, r.cfg.SentName, saved.Sent,
 		"skipped", saved.Skipped, "already_"+r.cfg.SentName, saved.AlreadySent, "err", saved.Error)
@@ -278,16 +324,24 @@ func (r *Runner[Req, Rec]) snapshot(id string) (Job[Req], bool) {
 	return *j, true
 }
 
+// forget drops a job that stopped here, and wakes the watchers: its
+// progress is read from Redis from now on.
 func (r *Runner[Req, Rec]) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.running, id)
+	r.wake()
 }
 
 // saved wakes the watchers after a save.
 func (r *Runner[Req, Rec]) saved() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.wake()
+}
+
+// wake closes the channel Watch gave out, under r.mu.
+func (r *Runner[Req, Rec]) wake() {
 	close(r.changed)
 	r.changed = make(chan struct{})
 }

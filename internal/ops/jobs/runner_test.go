@@ -121,12 +121,24 @@ func TestJobsRunOnceInAProcessWhenTheirLeaseLapses(t *testing.T) {
 	job := start(t, r, request{Name: "x"})
 	receive(t, k.entered)
 	f.mr.FastForward(time.Minute) // a long step: the lease lapses
-	if got, created, err := r.Submit(context.Background(), request{Name: "x"}, ""); err != nil || created || got.Status != StatusRunning {
+	ctx := context.Background()
+	if got, created, err := r.Submit(ctx, request{Name: "x"}, ""); err != nil || created || got.Status != StatusRunning {
 		t.Fatalf("repeat while it runs here: %+v created %v, %v; want it reported", got, created, err)
 	}
+	// Its step ends with the lease lapsed, which another runner may have
+	// taken: the job stops here with nothing saved, and a repeat resumes it.
 	k.gate <- struct{}{}
-	if done := waitStatus(t, r, job.ID, StatusDone); done.Sent != 10 || k.stepCount() != 1 {
-		t.Fatalf("job %+v after %d steps: want one run of one step", done, k.stepCount())
+	waitGone(t, r, job.ID)
+	if s := f.stored(t, r, job.ID); s.Status != StatusRunning || s.Cursor != "" || s.Sent != 0 {
+		t.Fatalf("stored after the lease lapsed %+v: want it untouched", s)
+	}
+	if got, created, err := r.Submit(ctx, request{Name: "x"}, ""); err != nil || !created {
+		t.Fatalf("repeat after it stopped: %+v created %v, %v; want it resumed", got, created, err)
+	}
+	receive(t, k.entered)
+	k.gate <- struct{}{}
+	if done := waitStatus(t, r, job.ID, StatusDone); done.AlreadySent != 10 || !slices.Equal(k.copied(), offsets(0, 10)) {
+		t.Fatalf("job %+v after copying %v: want every offset copied once", done, k.copied())
 	}
 }
 
