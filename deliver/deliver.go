@@ -257,15 +257,16 @@ func (s *Sender) connect(ctx context.Context, t *target, deadline time.Time, poo
 	if err != nil {
 		return nil, err
 	}
-	if t.tls != nil {
-		tc := tls.Client(nc, t.tls)
-		if err := tc.HandshakeContext(dctx); err != nil {
-			_ = nc.Close()
-			return nil, err
-		}
-		nc = tc
+	if t.tls == nil {
+		return newConn(nc, nil, t.poolID), nil
 	}
-	return newConn(nc, t.poolID), nil
+	rec := &recordConn{Conn: nc}
+	tc := tls.Client(rec, t.tls)
+	if err := tc.HandshakeContext(dctx); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return newConn(tc, rec, t.poolID), nil
 }
 
 // exchange writes the request on c and reads the response; c goes back to
@@ -308,8 +309,11 @@ func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, 
 	}
 	read := s.resultOf(c.br, h)
 	// A watch that fired may have cut the connection: it cannot be reused.
+	// Nor can one holding bytes past the response, in the bufio reader or
+	// (checked last, as it costs most) inside tls.Conn: they would be read
+	// as the next request's answer.
 	watched := stopWatch()
-	return read.Result, false, watched && read.complete && werr == nil && !h.close && c.br.Buffered() == 0
+	return read.Result, false, watched && read.complete && werr == nil && !h.close && c.br.Buffered() == 0 && !c.tlsPending()
 }
 
 // watch ends c's exchange when parent is canceled (the deadline covers the

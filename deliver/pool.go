@@ -20,12 +20,19 @@ type conn struct {
 	// per connection so that watching an attempt allocates no closure.
 	interrupt func()
 	peek      sockpeek.Peeker // see connPool.get
+	rec       *recordConn     // under nc if it is TLS, else nil: see tlsPending
+	probe     [1]byte
 }
 
-func newConn(nc net.Conn, poolID string) *conn {
-	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: poolID}
+// newConn wraps nc, which is a tls.Conn over rec when rec is not nil.
+func newConn(nc net.Conn, rec *recordConn, poolID string) *conn {
+	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: poolID, rec: rec}
 	c.interrupt = func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }
-	c.peek = sockpeek.New(nc)
+	if rec != nil {
+		c.peek = sockpeek.New(rec.Conn)
+	} else {
+		c.peek = sockpeek.New(nc)
+	}
 	return c
 }
 
