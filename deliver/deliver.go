@@ -283,7 +283,7 @@ func (s *Sender) exchange(parent context.Context, c *conn, head, body []byte, de
 }
 
 func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, deadline time.Time) (res Result, unsent, reusable bool) {
-	if err := c.nc.SetDeadline(deadline); err != nil {
+	if err := setDeadlines(c.nc, deadline); err != nil {
 		return Result{Err: &TransportError{Err: err}}, false, false
 	}
 	stopWatch := s.watch(parent, c)
@@ -292,13 +292,9 @@ func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, 
 		stopWatch()
 		return Result{}, true, false
 	}
-	var netErr net.Error
-	if werr != nil && errors.As(werr, &netErr) && netErr.Timeout() {
-		stopWatch()
-		return Result{Err: s.exchangeError(parent, werr)}, false, false
-	}
 	// After a failed write the server may still have answered (a 413 for
-	// a body it would not take, then a close): its answer decides.
+	// a body it would not take, then a close, or then no more reading
+	// until the write ran out of time): its answer decides.
 	h, err := readHead(c.br)
 	if err != nil {
 		stopWatch()
@@ -314,6 +310,24 @@ func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, 
 	// as the next request's answer.
 	watched := stopWatch()
 	return read.Result, false, watched && read.complete && werr == nil && !h.close && c.br.Buffered() == 0 && !c.tlsPending()
+}
+
+// writeShare is the part of an attempt's remaining time that writing the
+// request may take, in tenths. A receiver that answers early and stops
+// reading (a 413 for a body too large, the connection kept open) leaves the
+// write stuck on full socket buffers; its answer is already there, and the
+// last tenth of the time is left to read it. Only a receiver that takes
+// over nine tenths of the time to read a request and still answers in time
+// loses by it.
+const writeShare = 9
+
+// setDeadlines gives the exchange on nc its deadline, and the request's
+// write its share of the time before it.
+func setDeadlines(nc net.Conn, deadline time.Time) error {
+	if err := nc.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	return nc.SetWriteDeadline(deadline.Add(-time.Until(deadline) * (10 - writeShare) / 10))
 }
 
 // watch ends c's exchange when parent is canceled (the deadline covers the

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -326,5 +327,46 @@ func TestSendEarlyAnswerToALargeBody(t *testing.T) {
 				t.Errorf("%s, %d bytes: got %v (outcome %v), want the 413", name, size, res.Err, res.Outcome())
 			}
 		}
+	}
+}
+
+// A receiver that answers 413 as soon as it has the headers of a large
+// request, keeps the connection open and stops reading leaves the client's
+// write of the body stuck on full socket buffers until the deadline. Its
+// answer is there all the while: the attempt must end with the 413 (dead,
+// or a batch halved), not as a timeout to retry; and the connection, its
+// request half written, must not be reused.
+func TestSendEarlyAnswerWhileTheBodyIsStuck(t *testing.T) {
+	serverTLS, clientTLS := testTLS(t)
+	for _, scheme := range []string{"http", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			release := make(chan struct{})
+			srv := newRawServer(t, func(c net.Conn) {
+				c.(*net.TCPConn).SetReadBuffer(16 << 10)
+				if scheme == "https" {
+					c = tls.Server(c, serverTLS)
+				}
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil { // the head, not the body
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\n\r\ntoo large")
+				<-release // holding the connection open, reading nothing
+			})
+			releaseAtCleanup(t, release)
+			dl := dialLog{small: true}
+			s := newSender(t, deliver.Config{Timeout: time.Second, Guard: dl.guard(t), TLSClientConfig: clientTLS})
+			req := newRequest(t, srv.url(scheme))
+			req.Body = bytes.Repeat([]byte("x"), 8<<20)
+			for i := range 2 {
+				res := s.Send(t.Context(), req)
+				se := asError[*deliver.StatusError](t, res.Err)
+				if se.Code != http.StatusRequestEntityTooLarge || se.Body != "too large" || res.Outcome() != deliver.Dead {
+					t.Fatalf("attempt %d: got %v (outcome %v), want the 413", i+1, res.Err, res.Outcome())
+				}
+			}
+			if n := srv.accepted.Load(); n != 2 {
+				t.Errorf("%d connections for two attempts, want 2: a connection with its request half written is not reused", n)
+			}
+		})
 	}
 }
