@@ -277,7 +277,7 @@ func (s *Sender) exchange(parent context.Context, c *conn, head, body []byte, de
 	if reusable {
 		s.pool.put(c, time.Now())
 	} else {
-		_ = c.nc.Close()
+		c.close()
 	}
 	return res, unsent
 }

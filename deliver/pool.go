@@ -36,6 +36,19 @@ func newConn(nc net.Conn, rec *recordConn, poolID string) *conn {
 	return c
 }
 
+// close closes c's socket. A TLS connection goes without a close_notify
+// alert: tls.Conn.Close writes one under a deadline of its own, 5 s, and
+// a receiver that reads nothing more would hold the attempt that long past
+// its deadline. Nothing is lost without it: a request is framed by its
+// Content-Length, so a receiver cannot take a cut one for whole.
+func (c *conn) close() {
+	if c.rec != nil {
+		_ = c.rec.Conn.Close()
+		return
+	}
+	_ = c.nc.Close()
+}
+
 // connReadBuffer is each connection's response buffer: a response head
 // (status line and headers) of a usual size fits in one read.
 const connReadBuffer = 4 << 10
@@ -67,7 +80,7 @@ func (p *connPool) get(poolID string, now time.Time) *conn {
 		case c == nil:
 			return nil
 		case expired || !reusable(c.peek.Peek()):
-			_ = c.nc.Close()
+			c.close()
 		default:
 			c.reused = true
 			return c
@@ -105,14 +118,14 @@ func (p *connPool) put(c *conn, now time.Time) {
 	// Clear the attempt's deadline: the next attempt sets its own, and the
 	// staleness check must not find an expired one.
 	if err := c.nc.SetDeadline(time.Time{}); err != nil {
-		_ = c.nc.Close()
+		c.close()
 		return
 	}
 	c.idleAt = now
 	p.mu.Lock()
 	if p.closed || len(p.idle[c.poolID]) >= p.maxIdle {
 		p.mu.Unlock()
-		_ = c.nc.Close()
+		c.close()
 		return
 	}
 	p.idle[c.poolID] = append(p.idle[c.poolID], c)
@@ -152,7 +165,7 @@ func (p *connPool) closeExpired() {
 	}
 	p.mu.Unlock()
 	for _, c := range expired {
-		_ = c.nc.Close()
+		c.close()
 	}
 }
 
@@ -171,7 +184,7 @@ func (p *connPool) close() {
 	p.mu.Unlock()
 	for _, list := range idle {
 		for _, c := range list {
-			_ = c.nc.Close()
+			c.close()
 		}
 	}
 }

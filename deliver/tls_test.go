@@ -6,18 +6,22 @@ package deliver_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/plumbing/tlsfiles/tlstest"
+	"github.com/laneway/laneway/internal/security/ssrf"
 )
 
 // heldConn holds back what is written to it while hold is set, so that a
@@ -162,5 +166,81 @@ func answerTwice(br *bufio.Reader, sc *tls.Conn, held *heldConn, first, second s
 	}
 	if _, err := readRequestFrom(br); err == nil {
 		_ = held.release(0)
+	}
+}
+
+// opsConn records, in order, the reads that got bytes (r), the writes (w)
+// and the close (c) on a connection.
+type opsConn struct {
+	net.Conn
+	mu  sync.Mutex
+	ops []byte
+}
+
+func (c *opsConn) note(op byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ops = append(c.ops, op)
+}
+
+func (c *opsConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.note('r')
+	}
+	return n, err
+}
+
+func (c *opsConn) Write(p []byte) (int, error) {
+	c.note('w')
+	return c.Conn.Write(p)
+}
+
+func (c *opsConn) Close() error {
+	c.note('c')
+	return c.Conn.Close()
+}
+
+// A TLS connection the sender drops is closed without a write: no
+// close_notify alert. tls.Conn.Close writes one under a deadline of its own,
+// 5 s, so a receiver that reads nothing more (the one of
+// TestSendEarlyAnswerWhileTheBodyIsStuck) would hold the attempt that long
+// past its deadline.
+func TestSendDropsATLSConnectionWithoutWriting(t *testing.T) {
+	serverTLS, clientTLS := testTLS(t)
+	release := make(chan struct{})
+	srv := newRawServer(t, func(c net.Conn) {
+		sc := tls.Server(c, serverTLS)
+		if _, err := readRequestFrom(bufio.NewReader(sc)); err != nil {
+			return
+		}
+		io.WriteString(sc, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		<-release
+	})
+	releaseAtCleanup(t, release)
+	conns := make(chan *opsConn, 1)
+	dialer := &net.Dialer{}
+	guard, err := ssrf.NewGuard(ssrf.Config{Allow: loopback, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		oc := &opsConn{Conn: c}
+		offer(conns)(oc)
+		return oc, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSender(t, deliver.Config{Guard: guard, TLSClientConfig: clientTLS})
+	if res := s.Send(t.Context(), newRequest(t, srv.url("https"))); res.Err != nil {
+		t.Fatalf("Send: %v", res.Err)
+	}
+	oc := wait(t, conns, 10*time.Second, "the sender dialled")
+	oc.mu.Lock()
+	ops := string(oc.ops)
+	oc.mu.Unlock()
+	if !strings.HasSuffix(ops, "rc") {
+		t.Errorf("operations on the connection %q, want the response read and then the close, nothing written between", ops)
 	}
 }
