@@ -370,3 +370,41 @@ func TestSendEarlyAnswerWhileTheBodyIsStuck(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint URL with characters a request-target cannot hold as they
+// are (a raw space, non-ASCII, characters RFC 3986 leaves out, a "%" that
+// starts no escape) still goes out as a valid request line: they are
+// percent-encoded, never written raw. A raw space would end the target
+// early, and a receiver would answer the malformed line with a 400,
+// retried as its fault.
+func TestSendEscapesTheRequestTarget(t *testing.T) {
+	tests := []struct{ name, pathQuery, want string }{
+		{"space in the query", "/hook?q=a b", "/hook?q=a%20b"},
+		{"space in the path", "/in box?q=1", "/in%20box?q=1"},
+		{"non-ASCII in the query", "/hook?q=é", "/hook?q=%C3%A9"},
+		{"non-ASCII in the path", "/é", "/%C3%A9"},
+		{"characters RFC 3986 leaves out", `/hook?q={"a"}|[b]^<c>\` + "`", "/hook?q=%7B%22a%22%7D%7C%5Bb%5D%5E%3Cc%3E%5C%60"},
+		{"a % that starts no escape", "/hook?q=100%&r=%4", "/hook?q=100%25&r=%254"},
+		{"valid already", "/a/%2F;b=c?x=%C3%A9&y=a+b:@/?!$'()*,~", "/a/%2F;b=c?x=%C3%A9&y=a+b:@/?!$'()*,~"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lines := make(chan string, 1)
+			srv := newRawServer(t, func(c net.Conn) {
+				line, err := bufio.NewReader(c).ReadString('\n')
+				if err == nil {
+					offer(lines)(line)
+					io.WriteString(c, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+				}
+			})
+			res := newSender(t, deliver.Config{}).Send(t.Context(), newRequest(t, "http://"+srv.addr+tc.pathQuery))
+			if res.Err != nil {
+				t.Fatalf("Send: %v", res.Err)
+			}
+			line := wait(t, lines, 10*time.Second, "the request line arrived")
+			if want := "POST " + tc.want + " HTTP/1.1\r\n"; line != want {
+				t.Errorf("request line %q, want %q", line, want)
+			}
+		})
+	}
+}
