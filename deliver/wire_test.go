@@ -340,6 +340,7 @@ func TestSendEarlyAnswerWhileTheBodyIsStuck(t *testing.T) {
 	serverTLS, clientTLS := testTLS(t)
 	for _, scheme := range []string{"http", "https"} {
 		t.Run(scheme, func(t *testing.T) {
+			t.Parallel() // each mostly waits on a stuck write
 			release := make(chan struct{})
 			srv := newRawServer(t, func(c net.Conn) {
 				c.(*net.TCPConn).SetReadBuffer(16 << 10)
@@ -354,7 +355,9 @@ func TestSendEarlyAnswerWhileTheBodyIsStuck(t *testing.T) {
 			})
 			releaseAtCleanup(t, release)
 			dl := dialLog{small: true}
-			s := newSender(t, deliver.Config{Timeout: time.Second, Guard: dl.guard(t), TLSClientConfig: clientTLS})
+			// The limit leaves the server's goroutine ample time to answer
+			// before the write gives up, even on a loaded machine.
+			s := newSender(t, deliver.Config{Timeout: 2 * time.Second, Guard: dl.guard(t), TLSClientConfig: clientTLS})
 			req := newRequest(t, srv.url(scheme))
 			req.Body = bytes.Repeat([]byte("x"), 8<<20)
 			for i := range 2 {
