@@ -257,15 +257,16 @@ func (s *Sender) connect(ctx context.Context, t *target, deadline time.Time, poo
 	if err != nil {
 		return nil, err
 	}
-	if t.tls != nil {
-		tc := tls.Client(nc, t.tls)
-		if err := tc.HandshakeContext(dctx); err != nil {
-			_ = nc.Close()
-			return nil, err
-		}
-		nc = tc
+	if t.tls == nil {
+		return newConn(nc, nil, t.poolID), nil
 	}
-	return newConn(nc, t.poolID), nil
+	rec := &recordConn{Conn: nc}
+	tc := tls.Client(rec, t.tls)
+	if err := tc.HandshakeContext(dctx); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return newConn(tc, rec, t.poolID), nil
 }
 
 // exchange writes the request on c and reads the response; c goes back to
@@ -276,13 +277,13 @@ func (s *Sender) exchange(parent context.Context, c *conn, head, body []byte, de
 	if reusable {
 		s.pool.put(c, time.Now())
 	} else {
-		_ = c.nc.Close()
+		c.close()
 	}
 	return res, unsent
 }
 
 func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, deadline time.Time) (res Result, unsent, reusable bool) {
-	if err := c.nc.SetDeadline(deadline); err != nil {
+	if err := setDeadlines(c.nc, deadline, len(body) > 0); err != nil {
 		return Result{Err: &TransportError{Err: err}}, false, false
 	}
 	stopWatch := s.watch(parent, c)
@@ -291,13 +292,9 @@ func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, 
 		stopWatch()
 		return Result{}, true, false
 	}
-	var netErr net.Error
-	if werr != nil && errors.As(werr, &netErr) && netErr.Timeout() {
-		stopWatch()
-		return Result{Err: s.exchangeError(parent, werr)}, false, false
-	}
 	// After a failed write the server may still have answered (a 413 for
-	// a body it would not take, then a close): its answer decides.
+	// a body it would not take, then a close, or then no more reading
+	// until the write ran out of time): its answer decides.
 	h, err := readHead(c.br)
 	if err != nil {
 		stopWatch()
@@ -308,8 +305,34 @@ func (s *Sender) exchangeOn(parent context.Context, c *conn, head, body []byte, 
 	}
 	read := s.resultOf(c.br, h)
 	// A watch that fired may have cut the connection: it cannot be reused.
+	// Nor can one holding bytes past the response, in the bufio reader or
+	// (checked last, as it costs most) inside tls.Conn: they would be read
+	// as the next request's answer.
 	watched := stopWatch()
-	return read.Result, false, watched && read.complete && werr == nil && !h.close && c.br.Buffered() == 0
+	return read.Result, false, watched && read.complete && werr == nil && !h.close && c.br.Buffered() == 0 && !c.tlsPending()
+}
+
+// writeShare is the part of an attempt's remaining time that writing a
+// large body may take, in tenths. A receiver that answers early and stops
+// reading (a 413 for a body too large, the connection kept open) leaves the
+// write stuck on full socket buffers; its answer is already there, and the
+// last tenth of the time is left to read it. Only a receiver that takes
+// over nine tenths of the time to read a request and still answers in time
+// loses by it.
+const writeShare = 9
+
+// setDeadlines gives the exchange on nc its deadline and, when the body is
+// written apart from the head (larger than inlineBodyLimit), the write its
+// share of the time before it. A request that rides in one write of at
+// most inlineBodyLimit and its head goes into the socket buffers at once,
+// given the receive window of any usual receiver, so it keeps one deadline:
+// a second one costs a second runtime timer, about 1 % of an attempt on a
+// kept connection.
+func setDeadlines(nc net.Conn, deadline time.Time, bodyApart bool) error {
+	if err := nc.SetDeadline(deadline); err != nil || !bodyApart {
+		return err
+	}
+	return nc.SetWriteDeadline(deadline.Add(-time.Until(deadline) * (10 - writeShare) / 10))
 }
 
 // watch ends c's exchange when parent is canceled (the deadline covers the

@@ -527,12 +527,27 @@ func TestNewSenderRejectsInvalidAllowTargets(t *testing.T) {
 }
 
 func BenchmarkSend(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(noContent))
 	b.Cleanup(srv.Close)
-	s := newSender(b, deliver.Config{})
-	req := newRequest(b, srv.URL+"/hooks")
+	benchmarkSend(b, newSender(b, deliver.Config{}), srv.URL+"/hooks")
+}
+
+// BenchmarkSendHTTPS is BenchmarkSend over TLS: what a kept connection's
+// reuse check costs where tls.Conn holds its own buffers.
+func BenchmarkSendHTTPS(b *testing.B) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(noContent))
+	b.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	benchmarkSend(b, newSender(b, deliver.Config{TLSClientConfig: &tls.Config{RootCAs: roots}}), srv.URL+"/hooks")
+}
+
+func noContent(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
+
+// benchmarkSend makes attempts to url, on the kept connection after the
+// first.
+func benchmarkSend(b *testing.B, s *deliver.Sender, url string) {
+	req := newRequest(b, url)
 	ctx := b.Context()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -80,12 +80,20 @@ func (s *rawServer) url(scheme string) string { return scheme + "://" + s.addr +
 // which may hold bytes past it.
 func readRequest(c net.Conn) (*bufio.Reader, error) {
 	br := bufio.NewReader(c)
+	if _, err := readRequestFrom(br); err != nil {
+		return nil, err
+	}
+	return br, nil
+}
+
+// readRequestFrom reads one whole request from br.
+func readRequestFrom(br *bufio.Reader) (*http.Request, error) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return nil, err
 	}
 	_, err = io.Copy(io.Discard, req.Body)
-	return br, err
+	return req, err
 }
 
 // awaitHangUp blocks until the client closes the connection r reads from

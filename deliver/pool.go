@@ -20,13 +20,33 @@ type conn struct {
 	// per connection so that watching an attempt allocates no closure.
 	interrupt func()
 	peek      sockpeek.Peeker // see connPool.get
+	rec       *recordConn     // under nc if it is TLS, else nil: see tlsPending
+	probe     [1]byte
 }
 
-func newConn(nc net.Conn, poolID string) *conn {
-	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: poolID}
+// newConn wraps nc, which is a tls.Conn over rec when rec is not nil.
+func newConn(nc net.Conn, rec *recordConn, poolID string) *conn {
+	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), poolID: poolID, rec: rec}
 	c.interrupt = func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }
-	c.peek = sockpeek.New(nc)
+	if rec != nil {
+		c.peek = sockpeek.New(rec.Conn)
+	} else {
+		c.peek = sockpeek.New(nc)
+	}
 	return c
+}
+
+// close closes c's socket. A TLS connection goes without a close_notify
+// alert: tls.Conn.Close writes one under a deadline of its own, 5 s, and
+// a receiver that reads nothing more would hold the attempt that long past
+// its deadline. Nothing is lost without it: a request is framed by its
+// Content-Length, so a receiver cannot take a cut one for whole.
+func (c *conn) close() {
+	if c.rec != nil {
+		_ = c.rec.Conn.Close()
+		return
+	}
+	_ = c.nc.Close()
 }
 
 // connReadBuffer is each connection's response buffer: a response head
@@ -60,7 +80,7 @@ func (p *connPool) get(poolID string, now time.Time) *conn {
 		case c == nil:
 			return nil
 		case expired || !reusable(c.peek.Peek()):
-			_ = c.nc.Close()
+			c.close()
 		default:
 			c.reused = true
 			return c
@@ -98,14 +118,14 @@ func (p *connPool) put(c *conn, now time.Time) {
 	// Clear the attempt's deadline: the next attempt sets its own, and the
 	// staleness check must not find an expired one.
 	if err := c.nc.SetDeadline(time.Time{}); err != nil {
-		_ = c.nc.Close()
+		c.close()
 		return
 	}
 	c.idleAt = now
 	p.mu.Lock()
 	if p.closed || len(p.idle[c.poolID]) >= p.maxIdle {
 		p.mu.Unlock()
-		_ = c.nc.Close()
+		c.close()
 		return
 	}
 	p.idle[c.poolID] = append(p.idle[c.poolID], c)
@@ -145,7 +165,7 @@ func (p *connPool) closeExpired() {
 	}
 	p.mu.Unlock()
 	for _, c := range expired {
-		_ = c.nc.Close()
+		c.close()
 	}
 }
 
@@ -164,7 +184,7 @@ func (p *connPool) close() {
 	p.mu.Unlock()
 	for _, list := range idle {
 		for _, c := range list {
-			_ = c.nc.Close()
+			c.close()
 		}
 	}
 }

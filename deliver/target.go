@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+
+	"github.com/laneway/laneway/internal/plumbing/reqtarget"
 )
 
 // target is an endpoint URL parsed once for the wire: where to dial, what to
@@ -14,7 +16,7 @@ import (
 type target struct {
 	addr   string      // host:port to dial (through the guard)
 	host   string      // the Host header: the URL's host as written
-	uri    string      // the request-target: escaped path and query
+	uri    string      // the request-target: path and query, escaped
 	auth   string      // an Authorization value from the URL's userinfo, or ""
 	tls    *tls.Config // nil for http
 	poolID string      // scheme://addr: connections are shared per pool id
@@ -38,7 +40,10 @@ func parseTarget(raw string, base *tls.Config) (*target, error) {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	t := &target{addr: net.JoinHostPort(host, port), host: u.Host, uri: u.RequestURI()}
+	// The path comes escaped from url.URL, the query as written; escaping
+	// both makes a request line that no URL can bend or break (a stored
+	// one from before the API refused such URLs).
+	t := &target{addr: net.JoinHostPort(host, port), host: u.Host, uri: reqtarget.Escape(u.RequestURI())}
 	if u.User != nil {
 		pass, _ := u.User.Password()
 		t.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -334,5 +335,87 @@ func TestSendEarlyAnswerToALargeBody(t *testing.T) {
 				t.Errorf("%s, %d bytes: got %v (outcome %v), want the 413", name, size, res.Err, res.Outcome())
 			}
 		}
+	}
+}
+
+// A receiver that answers 413 as soon as it has the headers of a large
+// request, keeps the connection open and stops reading leaves the client's
+// write of the body stuck on full socket buffers until the deadline. Its
+// answer is there all the while: the attempt must end with the 413 (dead,
+// or a batch halved), not as a timeout to retry; and the connection, its
+// request half written, must not be reused.
+func TestSendEarlyAnswerWhileTheBodyIsStuck(t *testing.T) {
+	serverTLS, clientTLS := testTLS(t)
+	for _, scheme := range []string{"http", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			t.Parallel() // each mostly waits on a stuck write
+			release := make(chan struct{})
+			srv := newRawServer(t, func(c net.Conn) {
+				c.(*net.TCPConn).SetReadBuffer(16 << 10)
+				if scheme == "https" {
+					c = tls.Server(c, serverTLS)
+				}
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil { // the head, not the body
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\n\r\ntoo large")
+				<-release // holding the connection open, reading nothing
+			})
+			releaseAtCleanup(t, release)
+			dl := dialLog{small: true}
+			// The limit leaves the server's goroutine ample time to answer
+			// before the write gives up, even on a loaded machine.
+			s := newSender(t, deliver.Config{Timeout: 2 * time.Second, Guard: dl.guard(t), TLSClientConfig: clientTLS})
+			req := newRequest(t, srv.url(scheme))
+			req.Body = bytes.Repeat([]byte("x"), 8<<20)
+			for i := range 2 {
+				res := s.Send(t.Context(), req)
+				se := asError[*deliver.StatusError](t, res.Err)
+				if se.Code != http.StatusRequestEntityTooLarge || se.Body != "too large" || res.Outcome() != deliver.Dead {
+					t.Fatalf("attempt %d: got %v (outcome %v), want the 413", i+1, res.Err, res.Outcome())
+				}
+			}
+			if n := srv.accepted.Load(); n != 2 {
+				t.Errorf("%d connections for two attempts, want 2: a connection with its request half written is not reused", n)
+			}
+		})
+	}
+}
+
+// An endpoint URL with characters a request-target cannot hold as they
+// are (a raw space, non-ASCII, characters RFC 3986 leaves out, a "%" that
+// starts no escape) still goes out as a valid request line: they are
+// percent-encoded, never written raw. A raw space would end the target
+// early, and a receiver would answer the malformed line with a 400,
+// retried as its fault.
+func TestSendEscapesTheRequestTarget(t *testing.T) {
+	tests := []struct{ name, pathQuery, want string }{
+		{"space in the query", "/hook?q=a b", "/hook?q=a%20b"},
+		{"space in the path", "/in box?q=1", "/in%20box?q=1"},
+		{"non-ASCII in the query", "/hook?q=é", "/hook?q=%C3%A9"},
+		{"non-ASCII in the path", "/é", "/%C3%A9"},
+		{"characters RFC 3986 leaves out", `/hook?q={"a"}|[b]^<c>\` + "`", "/hook?q=%7B%22a%22%7D%7C%5Bb%5D%5E%3Cc%3E%5C%60"},
+		{"a % that starts no escape", "/hook?q=100%&r=%4", "/hook?q=100%25&r=%254"},
+		{"valid already", "/a/%2F;b=c?x=%C3%A9&y=a+b:@/?!$'()*,~", "/a/%2F;b=c?x=%C3%A9&y=a+b:@/?!$'()*,~"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lines := make(chan string, 1)
+			srv := newRawServer(t, func(c net.Conn) {
+				line, err := bufio.NewReader(c).ReadString('\n')
+				if err == nil {
+					offer(lines)(line)
+					io.WriteString(c, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+				}
+			})
+			res := newSender(t, deliver.Config{}).Send(t.Context(), newRequest(t, "http://"+srv.addr+tc.pathQuery))
+			if res.Err != nil {
+				t.Fatalf("Send: %v", res.Err)
+			}
+			line := wait(t, lines, 10*time.Second, "the request line arrived")
+			if want := "POST " + tc.want + " HTTP/1.1\r\n"; line != want {
+				t.Errorf("request line %q, want %q", line, want)
+			}
+		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/laneway/laneway/internal/plumbing/reqtarget"
 )
 
 // Status values.
@@ -183,7 +185,8 @@ func (e *Endpoint) validateTarget() error {
 	}
 }
 
-// ValidateURL accepts absolute http(s) URLs with a host and no credentials.
+// ValidateURL accepts absolute http(s) URLs with a host and no credentials,
+// whose path and query a request line can carry as written.
 // Whether the host may be reached is decided at delivery time (SSRF guard).
 func ValidateURL(raw string) error {
 	if raw == "" {
@@ -191,6 +194,10 @@ func ValidateURL(raw string) error {
 	}
 	if len(raw) > maxURLLen {
 		return &ValidationError{"url", "is too long"}
+	}
+	if !printableASCII(raw) {
+		return &ValidationError{"url", "must not contain spaces, control or non-ASCII characters: " +
+			"percent-encode them in the path and query, and give an international host name in its punycode (xn--) form"}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -210,7 +217,32 @@ func ValidateURL(raw string) error {
 	if u.User != nil {
 		return &ValidationError{"url", "must not carry credentials"}
 	}
+	if !reqtarget.Valid(writtenTarget(raw)) {
+		return &ValidationError{"url", `must percent-encode any of "<>[\]^` + "`" + `{|} in its path and query, and a % that starts no escape (as %25)`}
+	}
 	return nil
+}
+
+// printableASCII reports whether s holds only visible ASCII characters.
+func printableASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// writtenTarget is the path and query of a parsed absolute URL as written:
+// what follows the host, up to a fragment.
+func writtenTarget(raw string) string {
+	_, rest, _ := strings.Cut(raw, "//")
+	i := strings.IndexAny(rest, "/?#")
+	if i < 0 {
+		return ""
+	}
+	target, _, _ := strings.Cut(rest[i:], "#")
+	return target
 }
 
 // ValidateSecret accepts whsec_ followed by base64 of 24 to 64 bytes.

@@ -124,3 +124,49 @@ func TestFeedTokenValid(t *testing.T) {
 		t.Error("a push endpoint's stored token opened a feed")
 	}
 }
+
+// A URL whose path or query a request line cannot carry as written is
+// refused, with a reason that says what to do; one the sender would send
+// as written is accepted.
+func TestValidateURLRefusesWhatARequestLineCannotCarry(t *testing.T) {
+	cases := []struct {
+		name, url string
+		reason    string // a part of the reason; "" accepts the URL
+	}{
+		{"space in the path", "https://example.com/in box", "spaces"},
+		{"space in the query", "https://example.com/hook?q=a b", "spaces"},
+		{"tab", "https://example.com/hook?q=a\tb", "control"},
+		{"line feed", "https://example.com/hook?q=a\nX-Injected: 1", "control"},
+		{"DEL", "https://example.com/hook?q=\x7f", "control"},
+		{"non-ASCII in the path", "https://example.com/é", "non-ASCII"},
+		{"non-ASCII in the query", "https://example.com/hook?q=é", "non-ASCII"},
+		{"non-ASCII host", "https://bücher.example/hook", "punycode"},
+		{"braces and bar in the query", "https://example.com/hook?q={a}|b", "percent-encode"},
+		{"brackets in the query", "https://example.com/hook?a[]=1", "percent-encode"},
+		{"quote in the path", `https://example.com/"hook"`, "percent-encode"},
+		{"a % that starts no escape", "https://example.com/hook?q=100%", "%25"},
+		{"escaped", "https://example.com/in%20box/%C3%A9?q=a%20b&r=%7Ba%7D", ""},
+		{"punycode host", "https://xn--bcher-kva.example/hook", ""},
+		{"sub-delims and colons", "https://example.com/a;b=c/d:e@f?g=h+i&j=!$'()*,~/?", ""},
+		{"IPv6 host", "https://[2001:db8::1]:8443/hook", ""},
+		{"fragment", "https://example.com/hook#part", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := ValidateURL(c.url)
+			if c.reason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.Field != "url" || !strings.Contains(ve.Reason, c.reason) {
+				t.Fatalf("error %v, want a url validation error about %q", err, c.reason)
+			}
+			if strings.Contains(ve.Error(), "example") {
+				t.Errorf("error %q quotes the URL", ve.Error())
+			}
+		})
+	}
+}
