@@ -114,8 +114,11 @@ var rebalanceLongAttempt = Scenario{
 		{Name: "fast-a", Tenant: "t0", MaxConcurrency: 8},
 	},
 	Tenants: 1,
-	Flags:   []string{"--attempt-timeout", "30s"},
-	Tail:    2 * time.Second,
+	// The member's lease must fit a 30 s attempt (engine, fence.go): a
+	// session timeout of 6 s would leave it no room, and the instance
+	// would refuse to start.
+	Flags: []string{"--attempt-timeout", "30s", "--session-timeout", "45s"},
+	Tail:  2 * time.Second,
 	Inject: func(ctx context.Context, h *Harness) error {
 		const hold = 20 * time.Second
 		held := []string{"held-1", "held-2", "held-3"}
