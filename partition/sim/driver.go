@@ -26,9 +26,12 @@ type instance struct {
 	owning   bool // assigned and not stopped
 	lost     bool // the group gave the partition to another member: commits are fenced
 	fetchPos int64
-	attempts []*attemptRun // in flight, in start order
-	appends  produceQueue
-	deads    produceQueue
+	// maintainedAt is the owner's last Maintain under its lease: the config
+	// it applied then is at most as old as this (rule 11).
+	maintainedAt time.Time
+	attempts     []*attemptRun // in flight, in start order
+	appends      produceQueue
+	deads        produceQueue
 	// released is closed over by the release in progress; nil otherwise.
 	release *releaseState
 	// hold is what the replay hold may add to memory (rule 5), and
@@ -93,6 +96,8 @@ func (in *instance) assign() {
 	if in.replayRange > 0 {
 		in.hold = in.s.fullHold()
 	}
+	in.maintainedAt = in.s.now
+	in.s.touchAtAssignment()
 	in.owner.Assign(a)
 	in.after(in.s.p.pollEvery, in.poll)
 	in.after(in.s.p.tickEvery, in.tick)
@@ -148,6 +153,9 @@ func (in *instance) maintain() {
 	if !in.active() {
 		return
 	}
+	if in.lease.Held(in.s.now) {
+		in.maintainedAt = in.s.now
+	}
 	in.owner.Maintain()
 	in.commit()
 	in.s.checkMemory(in)
@@ -190,6 +198,7 @@ func (in *instance) Send(a *partition.Attempt) {
 	run := &attemptRun{a: a, key: key, elem: elem, in: in, started: s.now}
 	s.attemptStarted(run)
 	in.attempts = append(in.attempts, run)
+	in.policyCheck(run)
 	if in.slots != nil && len(in.attempts) > s.p.maxInFlight {
 		s.violate("rule 5: %d attempts in flight, above the instance's cap %d", len(in.attempts), s.p.maxInFlight)
 	}
@@ -200,6 +209,27 @@ func (in *instance) Send(a *partition.Attempt) {
 	s.tracef("gen %d send element %d (%s/%s rev %d, attempt %d) → %s in %v", in.gen, elem, key.endpoint, key.entity,
 		d.Revision, d.Attempts+1, describe(res), latency)
 	s.after(latency, func() { in.attemptEnded(run, res) })
+}
+
+// policyCheck hands an attempt starting now to rules 8–13 (policy.go). A
+// member that lost the partition may redo what the next owner does: what
+// it sends is touched by that fault.
+func (in *instance) policyCheck(run *attemptRun) {
+	s, id := in.s, run.key.endpoint
+	if in.lost {
+		s.policy.touched[run.elem] = true
+	}
+	n := 0
+	for _, r := range in.attempts {
+		if r.key.endpoint == id {
+			n++
+		}
+	}
+	a := attemptSeen{gen: in.gen, elem: run.elem, endpoint: id, http: !s.pull[id],
+		recordCount: run.a.Delivery.Attempts, inFlight: n, limit: s.limitAllowed(id, in.maintainedAt), breaker: in.brk.Get(id),
+		loaded: in.brk.fromStore[id]}
+	a.config, a.exists = s.endpoints[id]
+	s.attemptStarting(a)
 }
 
 // attemptEnded is the receiver's answer: the attempt ends at the receiver
@@ -218,6 +248,7 @@ func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
 		if !in.alive {
 			return
 		}
+		in.s.attemptHeard(in.gen, run.elem, a.Delivery.Attempts+1, res)
 		in.owner.AttemptDone(a, partition.AttemptResult{Result: res})
 		in.afterEffect()
 	})

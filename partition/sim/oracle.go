@@ -321,9 +321,10 @@ func (s *Sim) checkFeeds() {
 	}
 }
 
-// finalChecks checks rules 1 and 7 at the end of the run.
+// finalChecks checks rules 1, 7 and 13 at the end of the run.
 func (s *Sim) finalChecks() {
 	s.checkFeeds()
+	s.checkDuplicates()
 	for _, e := range s.elements {
 		if !s.finished(e, nil, map[int]bool{}) {
 			s.violate("rule 1: element %d (%s %s/%s rev %d, offset %d) neither delivered, dead-lettered nor superseded",

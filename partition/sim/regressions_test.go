@@ -233,6 +233,7 @@ func (s *Sim) setEndpoint(id string, fn func(*endpoint.Endpoint)) {
 	ep := s.endpoints[id]
 	fn(&ep)
 	s.endpoints[id] = ep
+	s.noteLimit(id, ep.MaxConcurrency)
 }
 
 // runRegression runs one script under seed, with its whole trace.

@@ -49,7 +49,7 @@ func (s *Sim) publish() {
 // publishDelivery appends d as a new element of its stream.
 func (s *Sim) publishDelivery(d *event.Delivery, aborted, redriven bool) {
 	e := &element{index: len(s.elements), event: d.EventID, endpoint: d.EndpointID, entity: d.Entity,
-		revision: d.Revision, coalesce: d.Coalesce, redriven: redriven}
+		revision: d.Revision, coalesce: d.Coalesce, redriven: redriven, created: d.CreatedAt}
 	d.Data, _ = json.Marshal(payload{I: e.index})
 	e.offset = s.kafka.appendDelivery(deliveryRecord("deliveries", d), aborted)
 	if aborted {
@@ -194,6 +194,7 @@ func (s *Sim) editEndpoint(id, what string, fn func(*endpoint.Endpoint)) {
 	}
 	fn(&ep)
 	s.endpoints[id] = ep
+	s.noteLimit(id, ep.MaxConcurrency)
 	s.tracef("endpoint %s: %s", id, what)
 }
 

@@ -223,6 +223,7 @@ type Sim struct {
 	feeds    map[string][]int // each pull endpoint's feed: elements in append order
 	revs     map[string]int64
 
+	policy         policy // rules 8–13 (policy.go)
 	metrics        simMetrics
 	expiredCounted int // parked offsets the owners counted as expired (short retention)
 	logger         *slog.Logger
@@ -272,7 +273,7 @@ func newSim(seed uint64, opts Options) *Sim {
 		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
 		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
 		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
-		pull: map[string]bool{}, feeds: map[string][]int{},
+		pull: map[string]bool{}, feeds: map[string][]int{}, policy: newPolicy(),
 		keepTrace: opts.Trace,
 	}
 	s.p.drawGroup(seed)
@@ -326,6 +327,7 @@ func (s *Sim) setUp() {
 			}
 		}
 		s.endpoints[id] = ep
+		s.noteLimit(id, ep.MaxConcurrency)
 	}
 	s.tracef("seed %d: %d endpoints (%d pull), %d entities, %d events, %d faults, facts %.0f%%", s.seed,
 		s.p.endpoints, len(s.pull), s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)

@@ -41,6 +41,7 @@ type element struct {
 	coalesce bool
 	invalid  bool // the record is not a valid delivery
 	redriven bool
+	created  time.Time // its delivery's CreatedAt: max_age counts from here (rule 10)
 	// pos is the element's position in its (endpoint, entity) stream.
 	pos int
 }
@@ -153,10 +154,14 @@ type breakers struct {
 	redis  map[string]breaker.Breaker
 	memory map[string]breaker.Breaker
 	loaded map[string]bool
+	// fromStore are the breakers loaded from "Redis" or reset: rule 12
+	// wants one of them before an endpoint's first attempt.
+	fromStore map[string]bool
 }
 
 func newBreakers(cfg breaker.Config, redis map[string]breaker.Breaker) *breakers {
-	return &breakers{cfg: cfg, redis: redis, memory: map[string]breaker.Breaker{}, loaded: map[string]bool{}}
+	return &breakers{cfg: cfg, redis: redis, memory: map[string]breaker.Breaker{}, loaded: map[string]bool{},
+		fromStore: map[string]bool{}}
 }
 
 func (b *breakers) Allow(id string, now time.Time, maxConcurrency, inFlight int) breaker.Decision {
@@ -178,6 +183,7 @@ func (b *breakers) Loaded(id string) bool         { return b.loaded[id] }
 func (b *breakers) Reset(id string) {
 	b.memory[id] = breaker.Breaker{}
 	b.loaded[id] = true
+	b.fromStore[id] = true
 }
 
 // warm loads one breaker from "Redis".
@@ -186,6 +192,7 @@ func (b *breakers) warm(id string) {
 		b.memory[id] = b.redis[id]
 		b.loaded[id] = true
 	}
+	b.fromStore[id] = true
 }
 
 // flush writes the cache to "Redis" (a clean handover).
