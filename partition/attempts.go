@@ -55,6 +55,13 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 		// Its backlog only becomes dead letters: no request goes out, so
 		// the endpoint's limit need not slow that down.
 		ls.lane.SetMaxConcurrency(DeadLetterConcurrency)
+		ls.dying = true
+	} else if ls.dying {
+		// Re-enabled: without this the lane kept the dead-letter limit
+		// until the next Maintain and sent up to 256 requests at once to
+		// an endpoint of max_concurrency 1 (rule 11, seeds 6293 and 19987).
+		ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+		ls.dying = false
 	}
 	if deliverable && (ep.Paused || !ls.breakerLoaded) {
 		// A paused endpoint starts nothing; Maintain pumps it again on

@@ -219,6 +219,10 @@ type laneState struct {
 	breakerLoaded bool
 	// pausedUntil is when the endpoint's open breaker lets probes out.
 	pausedUntil time.Time
+	// dying is set while the lane runs at DeadLetterConcurrency for an
+	// undeliverable endpoint: once it is active again, the lane takes the
+	// endpoint's own limit back before it sends anything.
+	dying bool
 }
 
 // Work is a task's payload: the delivery and where its record lives.

@@ -192,6 +192,38 @@ func regressions() []regression {
 				"delivered element 8 ", "a produce landed", "gen 3 assigned", "counted a stale parked record skipped",
 				"stale parked record skipped"},
 		},
+		{
+			// #26: an endpoint disabled while its lane held work, then
+			// re-enabled between two Maintains: the lane kept the
+			// dead-letter limit (256) and sent five attempts at once to an
+			// endpoint of max_concurrency 1 (rule 11).
+			name: "reenabled-lane-keeps-its-limit",
+			tune: func(p *params) {
+				quiet(p)
+				p.answerLatency = [2]time.Duration{2 * time.Second, 2 * time.Second}
+			},
+			play: func(s *Sim) {
+				// After the assignment scan, between the Maintains at 1 s and 2 s.
+				ms := func(n int) time.Time { return s.start.Add(time.Duration(n) * time.Millisecond) }
+				s.setEndpoint("ep0", func(ep *endpoint.Endpoint) { ep.MaxConcurrency = 1 })
+				s.at(ms(1050), func() { s.publishTo("ep0", "e0", 1, true) })
+				s.at(ms(1500), func() {
+					s.editEndpoint("ep0", "disabled by an operator", func(ep *endpoint.Endpoint) {
+						ep.Status, ep.DisabledReason = endpoint.StatusDisabled, "operator"
+					})
+				})
+				for i := range 5 {
+					s.at(ms(1550), func() { s.publishTo("ep0", fmt.Sprintf("d%d", i), 1, true) })
+				}
+				s.at(ms(1700), func() {
+					s.editEndpoint("ep0", "re-enabled", func(ep *endpoint.Endpoint) { ep.Status, ep.DisabledReason = endpoint.StatusActive, "" })
+				})
+				for i := range 5 {
+					s.at(ms(1750), func() { s.publishTo("ep0", fmt.Sprintf("n%d", i), 1, true) })
+				}
+			},
+			shows: []string{"send element 0", "disabled by an operator", "re-enabled", "publish element 10", "send element"},
+		},
 	}
 }
 
