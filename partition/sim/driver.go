@@ -132,11 +132,33 @@ func (in *instance) poll() {
 		}
 		batch = append(batch, inc)
 	}
-	if len(batch) > 0 {
-		in.s.tracef("gen %d dispatch %d records up to offset %d", in.gen, len(batch), in.fetchPos-1)
-		in.owner.Dispatch(batch, int64(len(k.deliveries)))
-		in.s.checkMemory(in)
+	if len(batch) == 0 {
+		return
 	}
+	high, last := int64(len(k.deliveries)), in.fetchPos-1
+	if in.s.p.fetchDelay == 0 {
+		in.dispatch(batch, high, last)
+		return
+	}
+	in.after(in.s.p.fetchDelay, func() {
+		if in.active() {
+			in.dispatch(batch, high, last)
+		}
+	})
+}
+
+// dispatch hands a batch to the owner; rule 14 checks that a member whose
+// lease lapsed routes none of it.
+func (in *instance) dispatch(batch []partition.Incoming, high, last int64) {
+	in.s.tracef("gen %d dispatch %d records up to offset %d", in.gen, len(batch), last)
+	defer in.s.checkMemory(in)
+	if in.lease.Held(in.s.now) {
+		in.owner.Dispatch(batch, high)
+		return
+	}
+	before := in.owner.Footprint()
+	in.owner.Dispatch(batch, high)
+	in.s.checkFenced(in.gen, before, in.owner.Footprint())
 }
 
 func (in *instance) tick() {
@@ -186,6 +208,9 @@ func (in *instance) commit() {
 	in.s.checkCommit(c)
 	in.s.kafka.deliveriesCommit, in.s.kafka.parkedProgress = c.Deliveries, c.Parked
 	in.s.tracef("gen %d committed deliveries %d, parked %s", in.gen, c.Deliveries, c.Metadata)
+	if in.commitAckLost() {
+		return
+	}
 	in.owner.Committed(c)
 }
 

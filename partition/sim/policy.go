@@ -6,6 +6,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/partition"
 )
 
 // The delivery policy's rules (issue #26). Rules 1–7 say nothing about
@@ -61,7 +62,13 @@ import (
 //  13. duplicates: an element delivered twice, or both dead-lettered and
 //     delivered, only where a fault touched it (touched): a redrive
 //     publishes a new element, so it never explains one element's two
-//     ends.
+//     ends;
+//  14. fence: a member whose lease lapsed (it may have lost the
+//     partition) takes nothing it fetches into its books: a Dispatch then
+//     tracks no offset and queues no task, parked append or dead letter.
+//     Epochs make such a member's late parked appends stale for the next
+//     owner, so without this rule a member that parked beside the next
+//     owner went unseen (the mutant dispatch-lease-not-checked).
 
 // policy is what the rules 8–13 keep between attempts.
 type policy struct {
@@ -271,5 +278,16 @@ func (s *Sim) checkDuplicates() {
 			s.violate("rule 13: element %d (%s %s/%s rev %d) both delivered and dead-lettered, no fault touched it",
 				e.index, e.event, e.endpoint, e.entity, e.revision)
 		}
+	}
+}
+
+// checkFenced is rule 14 for a Dispatch made while the lease had lapsed:
+// the owner's books before and after it must be the same.
+func (s *Sim) checkFenced(gen int, before, after partition.Footprint) {
+	if before.Tracked != after.Tracked || before.Tasks != after.Tasks ||
+		before.QueuedAppends != after.QueuedAppends || before.QueuedDeadLetters != after.QueuedDeadLetters {
+		s.violate("rule 14: gen %d routed fetched records while its lease had lapsed (tracked %d→%d, tasks %d→%d, appends %d→%d, dead letters %d→%d)",
+			gen, before.Tracked, after.Tracked, before.Tasks, after.Tasks, before.QueuedAppends, after.QueuedAppends,
+			before.QueuedDeadLetters, after.QueuedDeadLetters)
 	}
 }

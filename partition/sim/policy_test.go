@@ -9,6 +9,7 @@ import (
 	"github.com/laneway/laneway/breaker"
 	"github.com/laneway/laneway/deliver"
 	"github.com/laneway/laneway/internal/model/endpoint"
+	"github.com/laneway/laneway/partition"
 )
 
 // Rules 8–13 on hand-built attempts, each with a case it must pass and one
@@ -267,4 +268,15 @@ func TestRule9ANewerStateThatReplacedTheParkedCopyMayStartAtOnce(t *testing.T) {
 	expectFlags(t, s, "rule 9:", 0)
 	s.attemptStarting(anAttempt()) // element 0's own retry still waits
 	expectFlags(t, s, "rule 9:", 1)
+}
+
+func TestRule14ALapsedMemberRoutesNothing(t *testing.T) {
+	s := policySim()
+	books := partition.Footprint{Tracked: 3, Tasks: 2, QueuedAppends: 1}
+	s.checkFenced(1, books, books)
+	expectFlags(t, s, "rule 14:", 0)
+	parked := books
+	parked.Tracked, parked.QueuedAppends = 5, 3
+	s.checkFenced(1, books, parked)
+	expectFlags(t, s, "rule 14:", 1)
 }

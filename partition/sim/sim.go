@@ -67,6 +67,16 @@ type params struct {
 	sessionTimeout, heartbeatEvery time.Duration
 	heartbeatLatency               [2]time.Duration
 	drift                          float64
+
+	// The producer's and the commit's misbehaviour (inputs.go): a share of
+	// events published with a revision below one published before, a
+	// share published again under the same event id, and a share of
+	// commits that land but report a failure.
+	backwardShare, repeatShare, commitAckLost float64
+	// fetchDelay is how long a fetched batch takes to reach the owner:
+	// the engine's poll loop fetches, then dispatches, and the process may
+	// freeze in between (rule 14). Zero: at once.
+	fetchDelay time.Duration
 }
 
 func drawParams(r *rand.Rand) params {
@@ -222,6 +232,9 @@ type Sim struct {
 	pull     map[string]bool  // pull endpoints
 	feeds    map[string][]int // each pull endpoint's feed: elements in append order
 	revs     map[string]int64
+	// published are the events published (not aborted), for the producer
+	// that publishes one again (inputs.go).
+	published []publishedEvent
 
 	policy         policy // rules 8–13 (policy.go)
 	metrics        simMetrics
@@ -279,6 +292,9 @@ func newSim(seed uint64, opts Options) *Sim {
 	s.p.drawGroup(seed)
 	if r, ok := shortRetention(seed); ok && opts.scenario == nil {
 		s.p.retention, s.p.shortRetention = r, true
+	}
+	if opts.scenario == nil {
+		s.p.drawInputs(seed)
 	}
 	if opts.Peaks {
 		s.peaks = map[string]Peak{}
