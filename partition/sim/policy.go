@@ -32,9 +32,9 @@ import (
 //     failed element's own end (a dead letter) frees the entity. One
 //     exception, narrowed to it: a failed element that has a parked copy
 //     (its lane parked while it was in flight) hands over to the copy, and
-//     when a newer state read back had already replaced the copy, that
-//     state carries the entity on at once, without the retry time (seed
-//     305 of the first 20,000). A new owner
+//     when a newer state read back had already replaced the copy (which
+//     had landed before the failure), that state carries the entity on at
+//     once, without the retry time (seed 305 of the first 20,000). A new owner
 //     does not know when the previous one's last attempt failed (the
 //     NotBefore of a delivery that failed after it was written is lost
 //     with the owner), so it may retry at once: only a change of owner
@@ -190,12 +190,16 @@ func (s *Sim) checkBreaker(a attemptSeen) {
 
 // retryBinds reports whether the failure f still holds back the attempt of
 // elem (rule 9): its own retry, or a newer element's, unless the failed one
-// died or handed over to a parked copy that a newer one replaced.
+// died or handed over to a parked copy that a newer one may have replaced
+// before the failure: a copy that had landed by then. A record parked
+// after the failure carries its retry time, and so must what replaces it
+// (the mutant staged-coalesce-drops-retry-time).
 func (s *Sim) retryBinds(f heardFailure, elem int) bool {
 	if f.elem == elem {
 		return true
 	}
-	return !s.deadElem[f.elem] && !s.kafka.parkedSrc[s.elements[f.elem].offset]
+	landed, ok := s.kafka.parkedFirst[s.elements[f.elem].offset]
+	return !s.deadElem[f.elem] && !(ok && landed.Before(f.at))
 }
 
 // attemptHeard keeps a retryable failure the owner of gen heard now, for

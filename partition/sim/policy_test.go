@@ -25,7 +25,7 @@ func policySim() *Sim {
 		p: params{retry: deliver.RetryPolicy{Base: time.Second, Max: 8 * time.Second, Min: 100 * time.Millisecond,
 			MaxAttempts: 3, MaxAge: time.Minute}},
 		start: policyStart, now: policyStart, policy: newPolicy(), receiver: newReceiver(), deadElem: map[int]bool{},
-		kafka: &kafka{parkedSrc: map[int64]bool{}},
+		kafka: &kafka{parkedFirst: map[int64]time.Time{}},
 	}
 	s.elements = []*element{{index: 0, event: "ev0", endpoint: "ep", entity: "e", created: policyStart}}
 	return s
@@ -259,7 +259,8 @@ func TestRule9ANewerStateOfTheEntityWaitsTooUnlessTheFailedOneDied(t *testing.T)
 func TestRule9ANewerStateThatReplacedTheParkedCopyMayStartAtOnce(t *testing.T) {
 	s := policySim()
 	s.elements = append(s.elements, &element{index: 1, offset: 1, event: "ev1", endpoint: "ep", entity: "e", created: policyStart})
-	s.kafka.parkedSrc[0] = true // element 0's lane parked while it was in flight
+	s.kafka.parkedFirst[0] = policyStart // element 0's lane parked while it was in flight
+	s.now = s.now.Add(time.Millisecond)
 	s.attemptStarting(anAttempt())
 	s.fail(1, 0)
 	newer := anAttempt()
@@ -268,6 +269,9 @@ func TestRule9ANewerStateThatReplacedTheParkedCopyMayStartAtOnce(t *testing.T) {
 	expectFlags(t, s, "rule 9:", 0)
 	s.attemptStarting(anAttempt()) // element 0's own retry still waits
 	expectFlags(t, s, "rule 9:", 1)
+	s.kafka.parkedFirst[0] = s.now // parked only now, after the failure: its retry time goes with it
+	s.attemptStarting(newer)
+	expectFlags(t, s, "rule 9:", 2)
 }
 
 func TestRule14ALapsedMemberRoutesNothing(t *testing.T) {

@@ -69,6 +69,7 @@ type kafka struct {
 	deliveriesCommit int64
 	parkedProgress   partition.ParkedProgress // committed with the deliveries commit
 	parkedSrc        map[int64]bool           // the deliveries offsets the parked records came from
+	parkedFirst      map[int64]time.Time      // when each of them first landed parked (rule 9)
 	down             bool                     // produces, reads and commits fail
 	maxValue         int64                    // the largest record value written, for the byte bounds
 	now              func() time.Time
@@ -101,6 +102,12 @@ func (k *kafka) appendParked(rec *kgo.Record) int64 {
 		k.parkedSrc = map[int64]bool{}
 	}
 	k.parkedSrc[partition.SrcOffset(&cp)] = true
+	if k.parkedFirst == nil {
+		k.parkedFirst = map[int64]time.Time{}
+	}
+	if _, ok := k.parkedFirst[partition.SrcOffset(&cp)]; !ok {
+		k.parkedFirst[partition.SrcOffset(&cp)] = k.now()
+	}
 	k.tracef("parked offset %d: %s src %d", cp.Offset, cp.Key, partition.SrcOffset(&cp))
 	k.maxValue = max(k.maxValue, int64(len(cp.Value)))
 	return cp.Offset
