@@ -286,11 +286,11 @@ func (o *Owner) lane(id string, maxConcurrency int) *laneState {
 	if ok {
 		return ls
 	}
-	ls = &laneState{id: id, lane: NewLane(id, maxConcurrency), running: map[*Task]struct{}{}}
+	ls = &laneState{id: id, lane: NewLane(id, maxConcurrency+btoi(mutated("new-lane-limit-plus-one"))), running: map[*Task]struct{}{}}
 	o.lanes[id] = ls
 	o.statsOf(id)
 	b := o.cfg.Breakers
-	ls.breakerLoaded = b == nil || b.Loaded(id)
+	ls.breakerLoaded = b == nil || b.Loaded(id) || mutated("breaker-not-warmed")
 	if b != nil {
 		o.breakerIDs[id] = struct{}{}
 	}

@@ -193,6 +193,35 @@ func regressions() []regression {
 				"stale parked record skipped"},
 		},
 		{
+			// #26, the end-marker class of seeds 669 and 4333: a delivery
+			// dies (max_attempts), the entity's next is delivered, a slow
+			// attempt of another endpoint holds the deliveries commit below
+			// the dead one, and the owner crashes. The replay must find the
+			// dead one's end marker in the parked log and not send it after
+			// its successor; a parked commit that passed the marker
+			// (parked-commit-forgets-markers) lets the replay deliver it.
+			name: "crash-after-a-dead-letter-and-its-successor",
+			tune: func(p *params) {
+				quiet(p)
+				p.retry.MaxAttempts = 1
+				p.attemptTimeout = 12 * time.Second // ep1's slow answer: 6 s
+				p.revokeTimeout = p.attemptTimeout + 2*time.Second
+				p.parkAfter = 30 * time.Second // the slow lane keeps the commit
+				p.answerLatency = [2]time.Duration{time.Millisecond, 5 * time.Millisecond}
+			},
+			play: func(s *Sim) {
+				ms := func(n int) time.Time { return s.start.Add(time.Duration(n) * time.Millisecond) }
+				s.setMode("ep0", modeHoldFail)
+				s.setMode("ep1", modeSlow)
+				s.at(ms(1000), func() { s.publishTo("ep1", "held", 1, true) })
+				s.at(ms(1010), func() { s.publishTo("ep0", "e0", 1, false) })
+				s.at(ms(3300), func() { s.setMode("ep0", modeHealthy) })
+				s.at(ms(3400), func() { s.publishTo("ep0", "e0", 2, false) })
+				s.at(ms(5500), s.crash)
+			},
+			shows: []string{"send element 1", "dead letter element 1", "delivered element 2", "gen 1 crashed", "gen 2 assigned"},
+		},
+		{
 			// #26: an endpoint disabled while its lane held work, then
 			// re-enabled between two Maintains: the lane kept the
 			// dead-letter limit (256) and sent five attempts at once to an
