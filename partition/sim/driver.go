@@ -69,7 +69,7 @@ func (s *Sim) newInstance() *instance {
 	owner, err := partition.NewOwner(partition.Config{
 		Slots:     slots,
 		Partition: 0, ParkedTopic: "parked", DeadTopic: "dead",
-		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
+		Endpoints: s.configView(), Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
 		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
 		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends, MaxTrackedOffsets: s.p.maxTracked,
 		ReplayHoldRecords: s.p.replayHoldRecords, MaxProgressBytes: s.p.maxProgressBytes,
@@ -251,9 +251,10 @@ func (in *instance) policyCheck(run *attemptRun) {
 		}
 	}
 	a := attemptSeen{gen: in.gen, elem: run.elem, endpoint: id, http: !s.pull[id],
-		recordCount: run.a.Delivery.Attempts, inFlight: n, limit: s.limitAllowed(id, in.maintainedAt), breaker: in.brk.Get(id),
+		recordCount: run.a.Delivery.Attempts, inFlight: n, limit: s.limitAllowed(id, in.maintainedAt.Add(-s.p.configLag)), breaker: in.brk.Get(id),
 		loaded: in.brk.fromStore[id]}
-	a.config, a.exists = s.endpoints[id]
+	a.config, a.exists = s.configView().Get(id) // what the owner can know of it
+
 	s.attemptStarting(a)
 }
 
@@ -352,6 +353,7 @@ func (in *instance) Disable(id, reason string) {
 			s.undeliverable = true
 			ep.Status, ep.DisabledReason = "disabled", reason
 			s.endpoints[id] = ep
+			s.configChanged(id)
 			s.tracef("endpoint %s disabled by gen %d: %s", id, in.gen, reason)
 		}
 		in.owner.DisableDone(id, err)

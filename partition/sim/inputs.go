@@ -4,7 +4,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/laneway/laneway/internal/model/endpoint"
 	"github.com/laneway/laneway/internal/model/event"
+	"github.com/laneway/laneway/partition"
 )
 
 // Inputs the world gives the owner beyond the faults of scenario.go
@@ -33,6 +35,9 @@ func (p *params) drawInputs(seed uint64) {
 	}
 	if r.IntN(4) == 0 {
 		p.fetchDelay = time.Duration(1+r.IntN(15)) * time.Millisecond // below pollEvery: batches keep their order
+	}
+	if r.IntN(4) == 0 {
+		p.configLag = time.Duration(50+r.IntN(1950)) * time.Millisecond
 	}
 	if r.IntN(8) == 0 {
 		// Production's window (DefaultParkedWindow, 256) and below: the
@@ -91,4 +96,57 @@ func (in *instance) commitAckLost() bool {
 func (ev publishedEvent) delivery(endpointID string, now time.Time) *event.Delivery {
 	return &event.Delivery{EventID: ev.id, EndpointID: endpointID, Tenant: "t", Type: ev.typ,
 		Entity: ev.entity, Revision: ev.revision, Coalesce: ev.coalesce, OccurredAt: now, CreatedAt: now}
+}
+
+// configAt is an endpoint's config from a moment on; exists false: deleted.
+type configAt struct {
+	at     time.Time
+	ep     endpoint.Endpoint
+	exists bool
+}
+
+// configChanged records the endpoint's config as it is now, for the
+// owner's late view and for rule 11's limits.
+func (s *Sim) configChanged(id string) {
+	ep, ok := s.endpoints[id]
+	if s.configs == nil {
+		s.configs = map[string][]configAt{}
+	}
+	s.configs[id] = append(s.configs[id], configAt{s.now, ep, ok})
+	if ok {
+		s.noteLimit(id, ep.MaxConcurrency)
+	}
+}
+
+// configView is the endpoint store as the owner reads it: the config of
+// configLag ago (the store's topic reaches the instance late), or the
+// store itself when there is no lag.
+func (s *Sim) configView() partition.Endpoints {
+	if s.p.configLag == 0 {
+		return s.endpoints
+	}
+	return laggedConfig{s}
+}
+
+type laggedConfig struct{ s *Sim }
+
+// Get returns the last config recorded configLag or more ago, or the
+// first one recorded when none is that old.
+func (l laggedConfig) Get(id string) (endpoint.Endpoint, bool) {
+	return l.s.configAsOf(id, l.s.now.Add(-l.s.p.configLag))
+}
+
+func (s *Sim) configAsOf(id string, t time.Time) (endpoint.Endpoint, bool) {
+	h := s.configs[id]
+	if len(h) == 0 {
+		return endpoint.Endpoint{}, false
+	}
+	c := h[0]
+	for _, x := range h[1:] {
+		if x.at.After(t) {
+			break
+		}
+		c = x
+	}
+	return c.ep, c.exists
 }

@@ -46,7 +46,8 @@ import (
 //     limit lets the attempts already out finish, and no new one starts
 //     while in flight reaches the new limit, once the owner applied it; an
 //     owner applies config on its Maintain, so a change since its last
-//     Maintain may be unseen). Undeliverable endpoints' lanes run at
+//     Maintain may be unseen, and one that reached it configLag late
+//     from when it was made). Undeliverable endpoints' lanes run at
 //     DeadLetterConcurrency but send nothing, so they never meet this
 //     rule. Across owners, only the lost partition's window (rule 2's
 //     allowance) lets two owners' attempts overlap, so the rule is kept
@@ -57,8 +58,9 @@ import (
 //     loaded that breaker from "Redis" (a new owner would otherwise send a
 //     burst into an endpoint the previous one paused); after the pause,
 //     at most max_concurrency probes are in flight. No attempt starts to an endpoint that is paused,
-//     disabled or deleted (the owner reads the endpoint's config as it
-//     starts each attempt, so no lag is allowed here);
+//     disabled or deleted in the config the owner can know (it reads the
+//     store as it starts each attempt; the store reaches it configLag
+//     late in a share of the seeds);
 //  13. duplicates: an element delivered twice, or both dead-lettered and
 //     delivered, only where a fault touched it (touched): a redrive
 //     publishes a new element, so it never explains one element's two

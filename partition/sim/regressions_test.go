@@ -294,7 +294,7 @@ func (s *Sim) setEndpoint(id string, fn func(*endpoint.Endpoint)) {
 	ep := s.endpoints[id]
 	fn(&ep)
 	s.endpoints[id] = ep
-	s.noteLimit(id, ep.MaxConcurrency)
+	s.configChanged(id)
 }
 
 // runRegression runs one script under seed, with its whole trace.

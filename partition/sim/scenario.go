@@ -108,6 +108,7 @@ func (s *Sim) fault() {
 		if s.chance(0.3) {
 			s.undeliverable = true
 			delete(s.endpoints, id)
+			s.configChanged(id)
 			s.tracef("endpoint %s deleted", id)
 		}
 	case 8:
@@ -194,7 +195,7 @@ func (s *Sim) editEndpoint(id, what string, fn func(*endpoint.Endpoint)) {
 	}
 	fn(&ep)
 	s.endpoints[id] = ep
-	s.noteLimit(id, ep.MaxConcurrency)
+	s.configChanged(id)
 	s.tracef("endpoint %s: %s", id, what)
 }
 
@@ -294,6 +295,7 @@ func (s *Sim) heal() {
 		if ep, ok := s.endpoints[id]; ok && ep.Paused {
 			ep.Paused = false
 			s.endpoints[id] = ep
+			s.configChanged(id)
 		}
 	}
 	s.tracef("healed")

@@ -77,6 +77,9 @@ type params struct {
 	// the engine's poll loop fetches, then dispatches, and the process may
 	// freeze in between (rule 14). Zero: at once.
 	fetchDelay time.Duration
+	// configLag is how late endpoint config changes reach the owner (the
+	// store's compacted topic read by every instance): zero, at once.
+	configLag time.Duration
 }
 
 func drawParams(r *rand.Rand) params {
@@ -236,7 +239,10 @@ type Sim struct {
 	// that publishes one again (inputs.go).
 	published []publishedEvent
 
-	policy         policy // rules 8–13 (policy.go)
+	policy policy // rules 8–14 (policy.go)
+	// configs is every endpoint's config history, for the owner's late
+	// view of it (inputs.go).
+	configs        map[string][]configAt
 	metrics        simMetrics
 	expiredCounted int // parked offsets the owners counted as expired (short retention)
 	logger         *slog.Logger
@@ -343,7 +349,7 @@ func (s *Sim) setUp() {
 			}
 		}
 		s.endpoints[id] = ep
-		s.noteLimit(id, ep.MaxConcurrency)
+		s.configChanged(id)
 	}
 	s.tracef("seed %d: %d endpoints (%d pull), %d entities, %d events, %d faults, facts %.0f%%", s.seed,
 		s.p.endpoints, len(s.pull), s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)
