@@ -32,7 +32,7 @@ for name in $names; do
 		seed="$(grep -m1 -oE 'seed [0-9]+ broke' "$tmp/out" | grep -oE '[0-9]+' || true)"
 		printf '%-34s seed %-6s %3ds  %s\n' "$name" "${seed:-?}" $(($(date +%s) - start)) "$(rule)"
 	elif ! run "$name" 'TestSimRegressions'; then
-		script="$(grep -m1 -oE 'script [a-z0-9-]+' "$tmp/out" | cut -d' ' -f2 || true)"
+		script="$(grep -m1 -oE 'script [a-z0-9-]+, seed' "$tmp/out" | head -1 | cut -d' ' -f2 | tr -d , || true)"
 		printf '%-34s script %s %3ds  %s\n' "$name" "${script:-?}" $(($(date +%s) - start)) "$(rule)"
 	else
 		survivors+=("$name")
