@@ -40,7 +40,7 @@ sim:
 
 # The oracle's strength: every planted bug of partition/sim/mutants.txt must
 # fail the simulator within the seeds CI runs (each run stops at its first
-# failing seed); about 90 s on the 2-core machine. MUTANTS="a b" runs only
+# failing seed); about 50 s on the 2-core machine. MUTANTS="a b" runs only
 # those.
 mutants:
 	bash scripts/mutants.sh
