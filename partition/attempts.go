@@ -52,17 +52,27 @@ func (o *Owner) pump(ls *laneState, now time.Time) {
 func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 	ep, ok := o.cfg.Endpoints.Get(ls.id)
 	deliverable := ok && ep.Status == endpoint.StatusActive
-	if !deliverable {
+	if mutated("disabled-endpoint-sends") {
+		deliverable = ok
+	}
+	if !deliverable || mutated("dead-letter-concurrency-always") {
 		// Its backlog only becomes dead letters: no request goes out, so
 		// the endpoint's limit need not slow that down.
 		ls.lane.SetMaxConcurrency(DeadLetterConcurrency)
+		ls.dying = true
+	} else if ls.dying {
+		// Re-enabled: without this the lane kept the dead-letter limit
+		// until the next Maintain and sent up to 256 requests at once to
+		// an endpoint of max_concurrency 1 (rule 11, seeds 6293 and 19987).
+		ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+		ls.dying = false
 	}
-	if deliverable && (ep.Paused || !ls.breakerLoaded) {
+	if deliverable && ((ep.Paused && !mutated("paused-endpoint-sends")) || !ls.breakerLoaded) {
 		// A paused endpoint starts nothing; Maintain pumps it again on
 		// resume. An unloaded breaker: BreakerWarmed pumps it.
 		return 0
 	}
-	if deliverable && !o.cfg.Lease.Allows(now) {
+	if deliverable && !o.cfg.Lease.Allows(now) && !mutated("lease-not-checked") {
 		// Fenced: the group may give the partition away before an attempt
 		// started now would end (lease.go). Tick tries again, and a
 		// renewed lease lets it start.
@@ -94,9 +104,13 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 			reason, detail, _ := undeliverableReason(ep, ok)
 			o.endDead(ls, t, reason, detail, now)
 			ended++
-		case o.expired(w.Delivery, now):
+		case o.expired(w.Delivery, now) && !mutated("max-age-not-checked-at-start"):
 			// max_age applies whatever the path: a delivery parked or
 			// retried past it dies without another attempt.
+			o.endDead(ls, t, event.ReasonMaxAge, w.Delivery.LastError, now)
+			ended++
+		case mutated("max-age-from-enqueue") && o.expiredAt(t.EnqueuedAt, now):
+			// The planted bug: max_age from when this owner enqueued it.
 			o.endDead(ls, t, event.ReasonMaxAge, w.Delivery.LastError, now)
 			ended++
 		default:
@@ -114,7 +128,7 @@ func (o *Owner) startReady(ls *laneState, now time.Time) (ended int) {
 // would send (slot reports whether one was taken), and reports false when
 // the lane must wait for one: Tick tries it again.
 func (o *Owner) takeSlot(ls *laneState, sends bool) (slot, ok bool) {
-	if !sends || o.cfg.Slots == nil || ls.lane.InFlight() >= ls.lane.MaxConcurrency() {
+	if !sends || o.cfg.Slots == nil || ls.lane.InFlight() >= ls.lane.MaxConcurrency() || mutated("slot-cap-ignored") {
 		return false, true // the lane's own limit stops it first
 	}
 	if !o.cfg.Slots.Acquire(ls.id) {
@@ -175,7 +189,15 @@ func (o *Owner) expirePaused(ls *laneState, now time.Time) {
 }
 
 // expired reports whether the delivery is past the retry policy's maximum age.
-func (o *Owner) expired(d *event.Delivery, now time.Time) bool { return o.expiredAt(d.CreatedAt, now) }
+func (o *Owner) expired(d *event.Delivery, now time.Time) bool {
+	if mutated("max-age-from-enqueue") {
+		return false
+	}
+	if mutated("max-age-wrong-clock") {
+		return o.expiredAt(d.CreatedAt, now.Add(-o.cfg.Retry.MaxAge/2))
+	}
+	return o.expiredAt(d.CreatedAt, now)
+}
 
 // expiredAt reports whether something created at createdAt is past the
 // retry policy's maximum age.
@@ -191,7 +213,14 @@ func (o *Owner) breakerAllows(ls *laneState, now time.Time) bool {
 	if b == nil || o.appendsOnly(ls.id) {
 		return true
 	}
-	d := b.Allow(ls.id, now, ls.lane.MaxConcurrency(), ls.lane.InFlight())
+	at := now
+	if mutated("breaker-probes-early") {
+		at = now.Add(time.Second)
+	}
+	d := b.Allow(ls.id, at, ls.lane.MaxConcurrency(), ls.lane.InFlight())
+	if mutated("breaker-wait-ignored") && d.Wait > 0 {
+		return true
+	}
 	if !d.Allowed && d.Wait > 0 {
 		ls.pausedUntil = now.Add(d.Wait)
 		o.waiting[ls] = struct{}{}
@@ -221,7 +250,9 @@ func (o *Owner) dropIfIdle(ls *laneState) {
 func (o *Owner) AttemptDone(a *Attempt, res AttemptResult) {
 	ls, t := a.lane, a.task
 	o.inFlight--
-	o.giveSlot(ls.id, a.slot)
+	if !mutated("slot-not-released") {
+		o.giveSlot(ls.id, a.slot)
+	}
 	delete(ls.running, t)
 	now := o.now()
 	if res.Invalid != nil {
@@ -255,7 +286,9 @@ func (o *Owner) afterAttempt(ls *laneState, now time.Time) {
 // recordAttempt counts the attempt on the delivery.
 func (o *Owner) recordAttempt(ls *laneState, t *Task, res AttemptResult, now time.Time) {
 	d := t.Payload.(*Work).Delivery
-	d.Attempts++
+	if !mutated("attempt-not-counted") {
+		d.Attempts++
+	}
 	t.Attempts = d.Attempts
 	if res.Err != nil {
 		d.LastError = res.Err.Error()
@@ -270,6 +303,10 @@ func (o *Owner) settle(ls *laneState, t *Task, res AttemptResult, outcome delive
 	o.recordHealth(ls, outcome, now)
 	switch outcome {
 	case deliver.Delivered:
+		if mutated("timeout-counted-delivered") && res.Duration >= time.Second {
+			o.retry(ls, t, now.Add(o.cfg.Retry.Delay(d.Attempts, 0, o.cfg.Rand)))
+			return
+		}
 		o.cfg.Metrics.Ended("delivered")
 		o.noteOutcome(ls.id, kindDelivered, now)
 		o.finishTask(ls, t)
@@ -277,13 +314,30 @@ func (o *Owner) settle(ls *laneState, t *Task, res AttemptResult, outcome delive
 		o.disable(ls.id, "endpoint answered 410 Gone")
 		o.endDead(ls, t, event.ReasonGone, d.LastError, now)
 	case deliver.Dead:
+		if mutated("too-large-delivered-again") {
+			o.retry(ls, t, now.Add(o.cfg.Retry.Delay(d.Attempts, 0, o.cfg.Rand)))
+			return
+		}
 		o.endDead(ls, t, deadReason(res.Err), d.LastError, now)
 	default:
-		if reason, dead := o.cfg.Retry.Exhausted(d.Attempts, d.CreatedAt, now); dead {
+		attempts := d.Attempts
+		if mutated("max-attempts-off-by-one") {
+			attempts--
+		}
+		if reason, dead := o.cfg.Retry.Exhausted(attempts, d.CreatedAt, now); dead {
 			o.endDead(ls, t, reason, d.LastError, now)
 			return
 		}
 		delay := o.cfg.Retry.Delay(d.Attempts, res.RetryAfter, o.cfg.Rand)
+		if mutated("backoff-not-applied") {
+			delay = 0
+		}
+		if mutated("backoff-attempt-off-by-one") {
+			delay = o.cfg.Retry.Delay(d.Attempts-1, res.RetryAfter, o.cfg.Rand)
+		}
+		if mutated("retry-after-ignored") {
+			delay = o.cfg.Retry.Delay(d.Attempts, 0, o.cfg.Rand)
+		}
 		o.noteOutcome(ls.id, kindFailed, now)
 		o.retry(ls, t, now.Add(delay))
 	}
@@ -346,6 +400,9 @@ func (o *Owner) endDead(ls *laneState, t *Task, reason, detail string, now time.
 	// Unfinished until both land: if the lane parks meanwhile, a copy goes
 	// to the parked log like any delivery in flight.
 	ls.running[t] = struct{}{}
+	if mutated("dead-letter-finishes-early") {
+		o.finishTask(ls, t)
+	}
 	o.writeDead(deadLetterOf(w.Delivery, reason, detail, now), func() {
 		w.deadLanded = true
 		o.appendEndMarker(ls.id, t, func() {

@@ -27,7 +27,7 @@ type Incoming struct {
 // once, and a revision that was superseded before the crash must not be
 // delivered after its successors.
 func (o *Owner) Dispatch(records []Incoming, highWatermark int64) {
-	if o.stopped || !o.discovered || !o.cfg.Lease.Held(o.now()) {
+	if o.stopped || !o.discovered || (!o.cfg.Lease.Held(o.now()) && !mutated("dispatch-lease-not-checked")) {
 		// Before the scan, or while the lease lapsed (a member that may
 		// have lost the partition parks nothing beside the next owner),
 		// the records wait; Backpressured stops the fetching meanwhile.
@@ -82,7 +82,7 @@ func (o *Owner) route(in *Incoming, now time.Time) *laneState {
 		return nil
 	}
 	d := in.Delivery
-	if o.finishedBeforeParking(d, offset) {
+	if o.finishedBeforeParking(d, offset) && !mutated("replay-ignores-parked-up-to") {
 		o.tracker.Done(offset)
 		return nil
 	}

@@ -34,6 +34,9 @@
 //	bug_off.go    reintroduceCopyBug, false in every real build
 //	bug_on.go     the same, true under the simbug build tag: brings back the bug that started
 //	              the simulator, so that go test -tags simbug ./partition/sim shows it is found
+//	mutant.go     mutated(name): the planted bugs of the mutant catalogue (partition/sim/mutants.txt)
+//	mutant_off.go activeMutant, the empty constant in every real build: each planted branch is removed
+//	mutant_on.go  the same under the simmutant build tag, read from LANEWAY_MUTANT (make mutants)
 //
 // And its tests, beside the files they test: epoch_test.go, lane_test.go,
 // outbox_test.go, progress_test.go, slots_test.go, stats_test.go,

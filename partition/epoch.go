@@ -101,7 +101,7 @@ func (e *epochs) stale(r *kgo.Record) bool {
 		return false
 	}
 	latest := e.latestValid(r.Offset)
-	return latest >= 0 && epoch != latest
+	return latest >= 0 && epoch != latest && !mutated("stale-parked-accepted")
 }
 
 // noteTakeover takes a takeover record the scan read, in order: it is valid

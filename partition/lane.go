@@ -87,6 +87,14 @@ const (
 	entityRunning                    // head in flight
 )
 
+// btoi is 1 for true: a planted off-by-one (mutant.go).
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // NewLane returns an empty lane for an endpoint.
 func NewLane(endpointID string, maxConcurrency int) *Lane {
 	l := &Lane{endpointID: endpointID, entities: make(map[string]*entityQueue)}
@@ -132,9 +140,13 @@ func (l *Lane) Push(t *Task) (superseded []*Task) {
 		return nil
 	}
 	last := e.tail
-	if e.state == entityRunning && last == e.head {
+	if e.state == entityRunning && last == e.head && !mutated("coalesce-replaces-running") {
 		l.appendTask(e, t)
 		return nil
+	}
+	if mutated("coalesce-drops-fact") && !t.Coalesce && last.Coalesce {
+		l.replaceTail(e, t)
+		return []*Task{last}
 	}
 	switch coalesce.Decide(coalesceVersion(last), coalesceVersion(t)) {
 	case coalesce.ReplacePending:
@@ -165,7 +177,7 @@ func (l *Lane) Append(t *Task) {
 // turns: the entity started goes to the back of the queue once its task
 // ends.
 func (l *Lane) Next(now time.Time) *Task {
-	if l.inFlight >= l.maxConcurrency {
+	if l.inFlight >= l.maxConcurrency+btoi(mutated("concurrency-check-le")) {
 		return nil
 	}
 	l.promoteDue(now)
@@ -216,6 +228,9 @@ func (l *Lane) Retry(t *Task, notBefore time.Time) bool {
 	l.inFlight--
 	l.pending++
 	t.NotBefore = notBefore
+	if mutated("retry-notbefore-dropped") {
+		t.NotBefore = time.Time{}
+	}
 	l.schedule(e)
 	return true
 }

@@ -64,7 +64,9 @@ func (o *Owner) maintainLane(ls *laneState, now time.Time) {
 	if ep.Status == endpoint.StatusActive && o.disabling[ls.id] == disableConfirmed {
 		delete(o.disabling, ls.id) // re-enabled since
 	}
-	ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+	if !mutated("limit-change-ignored") {
+		ls.lane.SetMaxConcurrency(ep.MaxConcurrency)
+	}
 	if ep.Paused {
 		o.expirePaused(ls, now)
 	}

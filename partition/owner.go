@@ -219,6 +219,10 @@ type laneState struct {
 	breakerLoaded bool
 	// pausedUntil is when the endpoint's open breaker lets probes out.
 	pausedUntil time.Time
+	// dying is set while the lane runs at DeadLetterConcurrency for an
+	// undeliverable endpoint: once it is active again, the lane takes the
+	// endpoint's own limit back before it sends anything.
+	dying bool
 }
 
 // Work is a task's payload: the delivery and where its record lives.
@@ -282,11 +286,11 @@ func (o *Owner) lane(id string, maxConcurrency int) *laneState {
 	if ok {
 		return ls
 	}
-	ls = &laneState{id: id, lane: NewLane(id, maxConcurrency), running: map[*Task]struct{}{}}
+	ls = &laneState{id: id, lane: NewLane(id, maxConcurrency+btoi(mutated("new-lane-limit-plus-one"))), running: map[*Task]struct{}{}}
 	o.lanes[id] = ls
 	o.statsOf(id)
 	b := o.cfg.Breakers
-	ls.breakerLoaded = b == nil || b.Loaded(id)
+	ls.breakerLoaded = b == nil || b.Loaded(id) || mutated("breaker-not-warmed")
 	if b != nil {
 		o.breakerIDs[id] = struct{}{}
 	}

@@ -186,6 +186,12 @@ func (o *Owner) appendUnstarted(pl *parkedLane, ls *laneState) int {
 	for _, t := range drained {
 		d := t.Payload.(*Work).Delivery
 		d.Attempts, d.NotBefore = t.Attempts, t.NotBefore
+		if mutated("parked-attempts-reset") {
+			d.Attempts = 0
+		}
+		if mutated("parked-notbefore-dropped") {
+			d.NotBefore = time.Time{}
+		}
 		o.enqueueAppend(pl, d, t.Offset)
 	}
 	return len(drained)
@@ -262,7 +268,7 @@ func (o *Owner) Appended(a *Append, offset int64, err error) {
 	a.lane.appending--
 	a.lane.last = max(a.lane.last, offset)
 	o.parkedEnd = max(o.parkedEnd, offset+1)
-	if a.src >= 0 {
+	if a.src >= 0 && !mutated("parked-offset-never-done") {
 		o.trackerDone(a.src)
 	}
 	if !o.stopped {
@@ -312,6 +318,12 @@ func (o *Owner) handOver(ls *laneState, t *Task, notBefore time.Time) bool {
 		return false
 	}
 	cs.handedOver, cs.attempts, cs.notBefore, cs.lastError = true, t.Attempts, notBefore, w.Delivery.LastError
+	if mutated("handover-attempts-lost") {
+		cs.attempts = 0
+	}
+	if mutated("handover-notbefore-lost") {
+		cs.notBefore = time.Time{}
+	}
 	switch {
 	case cs.done: // the copy was superseded: the newer revision carries the entity on
 		delete(pl.copies, t.Offset)
@@ -356,7 +368,7 @@ func (o *Owner) skipFinishedCopy(ls *laneState, t *Task, w *Work) bool {
 		return false
 	}
 	delete(pl.copies, w.src)
-	if !cs.done {
+	if !cs.done || mutated("finished-copy-sent-again") {
 		return false
 	}
 	ls.lane.Finish(t)
@@ -404,7 +416,7 @@ func (o *Owner) parkedCommitOffset() int64 {
 	}
 	keep := o.markers[:0]
 	for _, m := range o.markers {
-		if m.src >= committed {
+		if m.src >= committed && !mutated("parked-commit-forgets-markers") {
 			keep = append(keep, m)
 		}
 	}

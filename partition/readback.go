@@ -225,6 +225,9 @@ func (o *Owner) loadRecord(pl *parkedLane, ls *laneState, r *kgo.Record, dp *eve
 	// lookahead spans the same records for every owner that reads them.
 	pl.loadedSeq++
 	d := *dp
+	if mutated("readback-attempts-reset") {
+		d.Attempts = 0
+	}
 	if err != nil {
 		o.log.Error("unreadable parked record skipped", "offset", r.Offset, "err", err)
 		return
@@ -268,7 +271,7 @@ func (o *Owner) stage(pl *parkedLane, ls *laneState, t *Task) {
 	if prev := pl.stagedLast[t.Entity]; prev != nil {
 		switch coalesce.Decide(coalesceVersion(prev), coalesceVersion(t)) {
 		case coalesce.ReplacePending:
-			if prev.NotBefore.After(t.NotBefore) {
+			if prev.NotBefore.After(t.NotBefore) && !mutated("staged-coalesce-drops-retry-time") {
 				t.NotBefore = prev.NotBefore // as Lane.Push: a retry delay carries over
 			}
 			pw := prev.Payload.(*Work)

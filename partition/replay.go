@@ -137,7 +137,7 @@ type Assignment struct {
 // starts until the deliveries up to ReplayEnd are routed, or ReplayHold has
 // passed.
 func (o *Owner) Assign(a Assignment) {
-	o.holding, o.replayEnd = a.ReplayEnd > a.DeliveriesCommitted, a.ReplayEnd
+	o.holding, o.replayEnd = a.ReplayEnd > a.DeliveriesCommitted && !mutated("replay-hold-off"), a.ReplayEnd
 	o.assigned = a.Parked
 	start := a.Parked.Commit
 	o.parkedEnd, o.scanStart = start, start

@@ -83,7 +83,7 @@ func (t *Tracker) Watermark() int64 {
 	if t.size == 0 {
 		return t.next
 	}
-	return t.ring[t.head].offset
+	return t.ring[t.head].offset + int64(btoi(mutated("watermark-off-by-one")))
 }
 
 // Outstanding returns how many added offsets are not done.

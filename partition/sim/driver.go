@@ -26,9 +26,12 @@ type instance struct {
 	owning   bool // assigned and not stopped
 	lost     bool // the group gave the partition to another member: commits are fenced
 	fetchPos int64
-	attempts []*attemptRun // in flight, in start order
-	appends  produceQueue
-	deads    produceQueue
+	// maintainedAt is the owner's last Maintain under its lease: the config
+	// it applied then is at most as old as this (rule 11).
+	maintainedAt time.Time
+	attempts     []*attemptRun // in flight, in start order
+	appends      produceQueue
+	deads        produceQueue
 	// released is closed over by the release in progress; nil otherwise.
 	release *releaseState
 	// hold is what the replay hold may add to memory (rule 5), and
@@ -66,7 +69,7 @@ func (s *Sim) newInstance() *instance {
 	owner, err := partition.NewOwner(partition.Config{
 		Slots:     slots,
 		Partition: 0, ParkedTopic: "parked", DeadTopic: "dead",
-		Endpoints: s.endpoints, Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
+		Endpoints: s.configView(), Effects: in, Clock: s, Breakers: in.brk, Rand: s.rng.Float64,
 		Retry: s.p.retry, DisableAfter: s.p.disableAfter, ParkAfter: s.p.parkAfter, LaneBuffer: s.p.laneBuffer,
 		ParkedWindow: s.p.parkedWindow, MaxAppendsInFlight: s.p.maxAppendsInFlight, MaxQueuedAppends: s.p.maxQueuedAppends, MaxTrackedOffsets: s.p.maxTracked,
 		ReplayHoldRecords: s.p.replayHoldRecords, MaxProgressBytes: s.p.maxProgressBytes,
@@ -93,6 +96,8 @@ func (in *instance) assign() {
 	if in.replayRange > 0 {
 		in.hold = in.s.fullHold()
 	}
+	in.maintainedAt = in.s.now
+	in.s.touchAtAssignment()
 	in.owner.Assign(a)
 	in.after(in.s.p.pollEvery, in.poll)
 	in.after(in.s.p.tickEvery, in.tick)
@@ -127,11 +132,33 @@ func (in *instance) poll() {
 		}
 		batch = append(batch, inc)
 	}
-	if len(batch) > 0 {
-		in.s.tracef("gen %d dispatch %d records up to offset %d", in.gen, len(batch), in.fetchPos-1)
-		in.owner.Dispatch(batch, int64(len(k.deliveries)))
-		in.s.checkMemory(in)
+	if len(batch) == 0 {
+		return
 	}
+	high, last := int64(len(k.deliveries)), in.fetchPos-1
+	if in.s.p.fetchDelay == 0 {
+		in.dispatch(batch, high, last)
+		return
+	}
+	in.after(in.s.p.fetchDelay, func() {
+		if in.active() {
+			in.dispatch(batch, high, last)
+		}
+	})
+}
+
+// dispatch hands a batch to the owner; rule 14 checks that a member whose
+// lease lapsed routes none of it.
+func (in *instance) dispatch(batch []partition.Incoming, high, last int64) {
+	in.s.tracef("gen %d dispatch %d records up to offset %d", in.gen, len(batch), last)
+	defer in.s.checkMemory(in)
+	if in.lease.Held(in.s.now) {
+		in.owner.Dispatch(batch, high)
+		return
+	}
+	before := in.owner.Footprint()
+	in.owner.Dispatch(batch, high)
+	in.s.checkFenced(in.gen, before, in.owner.Footprint())
 }
 
 func (in *instance) tick() {
@@ -147,6 +174,9 @@ func (in *instance) tick() {
 func (in *instance) maintain() {
 	if !in.active() {
 		return
+	}
+	if in.lease.Held(in.s.now) {
+		in.maintainedAt = in.s.now
 	}
 	in.owner.Maintain()
 	in.commit()
@@ -178,6 +208,9 @@ func (in *instance) commit() {
 	in.s.checkCommit(c)
 	in.s.kafka.deliveriesCommit, in.s.kafka.parkedProgress = c.Deliveries, c.Parked
 	in.s.tracef("gen %d committed deliveries %d, parked %s", in.gen, c.Deliveries, c.Metadata)
+	if in.commitAckLost() {
+		return
+	}
 	in.owner.Committed(c)
 }
 
@@ -190,6 +223,7 @@ func (in *instance) Send(a *partition.Attempt) {
 	run := &attemptRun{a: a, key: key, elem: elem, in: in, started: s.now}
 	s.attemptStarted(run)
 	in.attempts = append(in.attempts, run)
+	in.policyCheck(run)
 	if in.slots != nil && len(in.attempts) > s.p.maxInFlight {
 		s.violate("rule 5: %d attempts in flight, above the instance's cap %d", len(in.attempts), s.p.maxInFlight)
 	}
@@ -200,6 +234,28 @@ func (in *instance) Send(a *partition.Attempt) {
 	s.tracef("gen %d send element %d (%s/%s rev %d, attempt %d) → %s in %v", in.gen, elem, key.endpoint, key.entity,
 		d.Revision, d.Attempts+1, describe(res), latency)
 	s.after(latency, func() { in.attemptEnded(run, res) })
+}
+
+// policyCheck hands an attempt starting now to rules 8–13 (policy.go). A
+// member that lost the partition may redo what the next owner does: what
+// it sends is touched by that fault.
+func (in *instance) policyCheck(run *attemptRun) {
+	s, id := in.s, run.key.endpoint
+	if in.lost {
+		s.policy.touched[run.elem] = true
+	}
+	n := 0
+	for _, r := range in.attempts {
+		if r.key.endpoint == id {
+			n++
+		}
+	}
+	a := attemptSeen{gen: in.gen, elem: run.elem, endpoint: id, http: !s.pull[id],
+		recordCount: run.a.Delivery.Attempts, inFlight: n, limit: s.limitAllowed(id, in.maintainedAt.Add(-s.p.configLag)), breaker: in.brk.Get(id),
+		loaded: in.brk.fromStore[id]}
+	a.config, a.exists = s.configView().Get(id) // what the owner can know of it
+
+	s.attemptStarting(a)
 }
 
 // attemptEnded is the receiver's answer: the attempt ends at the receiver
@@ -218,6 +274,7 @@ func (in *instance) attemptEnded(run *attemptRun, res deliver.Result) {
 		if !in.alive {
 			return
 		}
+		in.s.attemptHeard(in.gen, run.elem, a.Delivery.Attempts+1, res)
 		in.owner.AttemptDone(a, partition.AttemptResult{Result: res})
 		in.afterEffect()
 	})
@@ -296,6 +353,7 @@ func (in *instance) Disable(id, reason string) {
 			s.undeliverable = true
 			ep.Status, ep.DisabledReason = "disabled", reason
 			s.endpoints[id] = ep
+			s.configChanged(id)
 			s.tracef("endpoint %s disabled by gen %d: %s", id, in.gen, reason)
 		}
 		in.owner.DisableDone(id, err)

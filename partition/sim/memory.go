@@ -104,8 +104,11 @@ func (s *Sim) countBounds(in *instance, f partition.Footprint) [10]bound {
 		// One per task in flight when its lane parked: max_concurrency,
 		// or the dead-letter limit of an undeliverable endpoint's lane.
 		{"parked copies", int64(f.Copies), lanes * copiesPerLane},
+		// A lane that parks again appends what it read back too: up to
+		// its parked window (production-size windows, 64–256, pass the
+		// slack of 8: seed 42123 of 20,001–60,000).
 		{"queued appends", int64(f.QueuedAppends), int64(p.maxQueuedAppends+p.maxPollRecords) +
-			lanes*int64(p.laneBuffer+p.maxPollRecords+8) + int64(h.appends)},
+			lanes*int64(p.laneBuffer+p.maxPollRecords+p.parkedWindow+8) + int64(h.appends)},
 		// Lanes and windows dying at once, and what the dispatch dead-letters
 		// (an undeliverable endpoint's) up to the backpressure, and one poll.
 		{"queued dead letters", int64(f.QueuedDeadLetters), inLanes + lanes*int64(p.parkedWindow) +

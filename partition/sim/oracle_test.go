@@ -86,3 +86,18 @@ func TestRetentionCountsAStateNothingReplaced(t *testing.T) {
 		})
 	}
 }
+
+// A stream whose end marker retention deleted is touched by retention
+// (rules 3 and 7 are not checked for it); another stream is not.
+func TestRetentionTouchesTheStreamOfAnExpiredEndMarker(t *testing.T) {
+	s := retentionEnd([]streamElem{{true, 1}}, 1, 0)
+	s.kafka.parked[0] = logRecord{rec: &kgo.Record{Key: []byte("ep"), Value: []byte("e"), Headers: []kgo.RecordHeader{
+		{Key: partition.SrcHeader, Value: []byte("0")}, {Key: partition.EndHeader, Value: []byte("-1")},
+	}}}
+	if !s.retentionTouched(streamKey{"ep", "e"}) {
+		t.Fatal("the stream whose end marker expired is not counted as touched by retention")
+	}
+	if s.retentionTouched(streamKey{"ep", "other"}) {
+		t.Fatal("a stream with no expired record is counted as touched by retention")
+	}
+}

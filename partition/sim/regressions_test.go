@@ -192,6 +192,67 @@ func regressions() []regression {
 				"delivered element 8 ", "a produce landed", "gen 3 assigned", "counted a stale parked record skipped",
 				"stale parked record skipped"},
 		},
+		{
+			// #26, the end-marker class of seeds 669 and 4333: a delivery
+			// dies (max_attempts), the entity's next is delivered, a slow
+			// attempt of another endpoint holds the deliveries commit below
+			// the dead one, and the owner crashes. The replay must find the
+			// dead one's end marker in the parked log and not send it after
+			// its successor; a parked commit that passed the marker
+			// (parked-commit-forgets-markers) lets the replay deliver it.
+			name: "crash-after-a-dead-letter-and-its-successor",
+			tune: func(p *params) {
+				quiet(p)
+				p.retry.MaxAttempts = 1
+				p.attemptTimeout = 12 * time.Second // ep1's slow answer: 6 s
+				p.revokeTimeout = p.attemptTimeout + 2*time.Second
+				p.parkAfter = 30 * time.Second // the slow lane keeps the commit
+				p.answerLatency = [2]time.Duration{time.Millisecond, 5 * time.Millisecond}
+			},
+			play: func(s *Sim) {
+				ms := func(n int) time.Time { return s.start.Add(time.Duration(n) * time.Millisecond) }
+				s.setMode("ep0", modeHoldFail)
+				s.setMode("ep1", modeSlow)
+				s.at(ms(1000), func() { s.publishTo("ep1", "held", 1, true) })
+				s.at(ms(1010), func() { s.publishTo("ep0", "e0", 1, false) })
+				s.at(ms(3300), func() { s.setMode("ep0", modeHealthy) })
+				s.at(ms(3400), func() { s.publishTo("ep0", "e0", 2, false) })
+				s.at(ms(5500), s.crash)
+			},
+			shows: []string{"send element 1", "dead letter element 1", "delivered element 2", "gen 1 crashed", "gen 2 assigned"},
+		},
+		{
+			// #26: an endpoint disabled while its lane held work, then
+			// re-enabled between two Maintains: the lane kept the
+			// dead-letter limit (256) and sent five attempts at once to an
+			// endpoint of max_concurrency 1 (rule 11).
+			name: "reenabled-lane-keeps-its-limit",
+			tune: func(p *params) {
+				quiet(p)
+				p.answerLatency = [2]time.Duration{2 * time.Second, 2 * time.Second}
+			},
+			play: func(s *Sim) {
+				// After the assignment scan, between the Maintains at 1 s and 2 s.
+				ms := func(n int) time.Time { return s.start.Add(time.Duration(n) * time.Millisecond) }
+				s.setEndpoint("ep0", func(ep *endpoint.Endpoint) { ep.MaxConcurrency = 1 })
+				s.at(ms(1050), func() { s.publishTo("ep0", "e0", 1, true) })
+				s.at(ms(1500), func() {
+					s.editEndpoint("ep0", "disabled by an operator", func(ep *endpoint.Endpoint) {
+						ep.Status, ep.DisabledReason = endpoint.StatusDisabled, "operator"
+					})
+				})
+				for i := range 5 {
+					s.at(ms(1550), func() { s.publishTo("ep0", fmt.Sprintf("d%d", i), 1, true) })
+				}
+				s.at(ms(1700), func() {
+					s.editEndpoint("ep0", "re-enabled", func(ep *endpoint.Endpoint) { ep.Status, ep.DisabledReason = endpoint.StatusActive, "" })
+				})
+				for i := range 5 {
+					s.at(ms(1750), func() { s.publishTo("ep0", fmt.Sprintf("n%d", i), 1, true) })
+				}
+			},
+			shows: []string{"send element 0", "disabled by an operator", "re-enabled", "publish element 10", "send element"},
+		},
 	}
 }
 
@@ -233,6 +294,7 @@ func (s *Sim) setEndpoint(id string, fn func(*endpoint.Endpoint)) {
 	ep := s.endpoints[id]
 	fn(&ep)
 	s.endpoints[id] = ep
+	s.configChanged(id)
 }
 
 // runRegression runs one script under seed, with its whole trace.

@@ -19,37 +19,37 @@ func eventTypes() []string { return []string{"thing.created", "thing.updated", "
 // the fan-out does) to the deliveries partition, sometimes in an aborted
 // transaction, sometimes as a record that is not a valid delivery.
 func (s *Sim) publish() {
-	entity := fmt.Sprintf("e%d", s.rng.IntN(s.p.entities))
-	coalesce := !s.chance(s.p.factShare)
-	rev := s.revs[entity]
-	if entity != "e0" { // e0 is a revision-0 entity: every state has revision 0
-		rev += int64(s.rng.IntN(3)) // 0: a repeated revision
+	ev, again := s.repeatEvent()
+	if !again {
+		ev.entity = fmt.Sprintf("e%d", s.rng.IntN(s.p.entities))
+		ev.coalesce = !s.chance(s.p.factShare)
+		ev.revision = s.nextRevision(ev.entity)
+		ev.id = fmt.Sprintf("ev%d", len(s.elements))
+		types := eventTypes()
+		ev.typ = types[s.rng.IntN(len(types))]
 	}
-	s.revs[entity] = rev
-	eventID := fmt.Sprintf("ev%d", len(s.elements))
-	types := eventTypes()
-	typ := types[s.rng.IntN(len(types))]
 	aborted := s.chance(s.p.abortedShare)
+	if !aborted && !again {
+		s.published = append(s.published, ev)
+	}
 	for _, id := range s.endpointIDs() {
 		// The fan-out's rule (endpoint.Store.Subscribers): active
 		// endpoints of the tenant whose event_types name the type.
-		if ep, ok := s.endpoints[id]; !ok || !ep.Subscribes("t", typ) {
+		if ep, ok := s.endpoints[id]; !ok || !ep.Subscribes("t", ev.typ) {
 			continue
 		}
 		if s.chance(s.p.invalidShare) {
 			s.publishInvalid(id)
 			continue
 		}
-		d := &event.Delivery{EventID: eventID, EndpointID: id, Tenant: "t", Type: typ,
-			Entity: entity, Revision: rev, Coalesce: coalesce, OccurredAt: s.now, CreatedAt: s.now}
-		s.publishDelivery(d, aborted, false)
+		s.publishDelivery(ev.delivery(id, s.now), aborted, false)
 	}
 }
 
 // publishDelivery appends d as a new element of its stream.
 func (s *Sim) publishDelivery(d *event.Delivery, aborted, redriven bool) {
 	e := &element{index: len(s.elements), event: d.EventID, endpoint: d.EndpointID, entity: d.Entity,
-		revision: d.Revision, coalesce: d.Coalesce, redriven: redriven}
+		revision: d.Revision, coalesce: d.Coalesce, redriven: redriven, created: d.CreatedAt}
 	d.Data, _ = json.Marshal(payload{I: e.index})
 	e.offset = s.kafka.appendDelivery(deliveryRecord("deliveries", d), aborted)
 	if aborted {
@@ -108,6 +108,7 @@ func (s *Sim) fault() {
 		if s.chance(0.3) {
 			s.undeliverable = true
 			delete(s.endpoints, id)
+			s.configChanged(id)
 			s.tracef("endpoint %s deleted", id)
 		}
 	case 8:
@@ -195,6 +196,7 @@ func (s *Sim) editEndpoint(id, what string, fn func(*endpoint.Endpoint)) {
 	fn(&ep)
 	s.endpoints[id] = ep
 	s.pausedEver = s.pausedEver || ep.Paused
+	s.configChanged(id)
 	s.tracef("endpoint %s: %s", id, what)
 }
 
@@ -294,6 +296,7 @@ func (s *Sim) heal() {
 		if ep, ok := s.endpoints[id]; ok && ep.Paused {
 			ep.Paused = false
 			s.endpoints[id] = ep
+			s.configChanged(id)
 		}
 	}
 	s.tracef("healed")

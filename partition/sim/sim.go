@@ -67,6 +67,19 @@ type params struct {
 	sessionTimeout, heartbeatEvery time.Duration
 	heartbeatLatency               [2]time.Duration
 	drift                          float64
+
+	// The producer's and the commit's misbehaviour (inputs.go): a share of
+	// events published with a revision below one published before, a
+	// share published again under the same event id, and a share of
+	// commits that land but report a failure.
+	backwardShare, repeatShare, commitAckLost float64
+	// fetchDelay is how long a fetched batch takes to reach the owner:
+	// the engine's poll loop fetches, then dispatches, and the process may
+	// freeze in between (rule 14). Zero: at once.
+	fetchDelay time.Duration
+	// configLag is how late endpoint config changes reach the owner (the
+	// store's compacted topic read by every instance): zero, at once.
+	configLag time.Duration
 }
 
 func drawParams(r *rand.Rand) params {
@@ -223,7 +236,14 @@ type Sim struct {
 	pull     map[string]bool  // pull endpoints
 	feeds    map[string][]int // each pull endpoint's feed: elements in append order
 	revs     map[string]int64
+	// published are the events published (not aborted), for the producer
+	// that publishes one again (inputs.go).
+	published []publishedEvent
 
+	policy policy // rules 8–14 (policy.go)
+	// configs is every endpoint's config history, for the owner's late
+	// view of it (inputs.go).
+	configs        map[string][]configAt
 	metrics        simMetrics
 	expiredCounted int // parked offsets the owners counted as expired (short retention)
 	logger         *slog.Logger
@@ -273,12 +293,15 @@ func newSim(seed uint64, opts Options) *Sim {
 		redis: map[string]breaker.Breaker{}, receiver: newReceiver(),
 		byOffset: map[int64]*element{}, streams: map[streamKey][]*element{},
 		deadElem: map[int]bool{}, redriven: map[int]bool{}, revs: map[string]int64{},
-		pull: map[string]bool{}, feeds: map[string][]int{},
+		pull: map[string]bool{}, feeds: map[string][]int{}, policy: newPolicy(),
 		keepTrace: opts.Trace,
 	}
 	s.p.drawGroup(seed)
 	if r, ok := shortRetention(seed); ok && opts.scenario == nil {
 		s.p.retention, s.p.shortRetention = r, true
+	}
+	if opts.scenario == nil {
+		s.p.drawInputs(seed)
 	}
 	if opts.Peaks {
 		s.peaks = map[string]Peak{}
@@ -327,6 +350,7 @@ func (s *Sim) setUp() {
 			}
 		}
 		s.endpoints[id] = ep
+		s.configChanged(id)
 	}
 	s.tracef("seed %d: %d endpoints (%d pull), %d entities, %d events, %d faults, facts %.0f%%", s.seed,
 		s.p.endpoints, len(s.pull), s.p.entities, s.p.events, s.p.faults, 100*s.p.factShare)

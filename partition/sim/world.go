@@ -41,6 +41,7 @@ type element struct {
 	coalesce bool
 	invalid  bool // the record is not a valid delivery
 	redriven bool
+	created  time.Time // its delivery's CreatedAt: max_age counts from here (rule 10)
 	// pos is the element's position in its (endpoint, entity) stream.
 	pos int
 }
@@ -68,6 +69,7 @@ type kafka struct {
 	deliveriesCommit int64
 	parkedProgress   partition.ParkedProgress // committed with the deliveries commit
 	parkedSrc        map[int64]bool           // the deliveries offsets the parked records came from
+	parkedFirst      map[int64]time.Time      // when each of them first landed parked (rule 9)
 	down             bool                     // produces, reads and commits fail
 	maxValue         int64                    // the largest record value written, for the byte bounds
 	now              func() time.Time
@@ -100,6 +102,12 @@ func (k *kafka) appendParked(rec *kgo.Record) int64 {
 		k.parkedSrc = map[int64]bool{}
 	}
 	k.parkedSrc[partition.SrcOffset(&cp)] = true
+	if k.parkedFirst == nil {
+		k.parkedFirst = map[int64]time.Time{}
+	}
+	if _, ok := k.parkedFirst[partition.SrcOffset(&cp)]; !ok {
+		k.parkedFirst[partition.SrcOffset(&cp)] = k.now()
+	}
 	k.tracef("parked offset %d: %s src %d", cp.Offset, cp.Key, partition.SrcOffset(&cp))
 	k.maxValue = max(k.maxValue, int64(len(cp.Value)))
 	return cp.Offset
@@ -153,10 +161,14 @@ type breakers struct {
 	redis  map[string]breaker.Breaker
 	memory map[string]breaker.Breaker
 	loaded map[string]bool
+	// fromStore are the breakers loaded from "Redis" or reset: rule 12
+	// wants one of them before an endpoint's first attempt.
+	fromStore map[string]bool
 }
 
 func newBreakers(cfg breaker.Config, redis map[string]breaker.Breaker) *breakers {
-	return &breakers{cfg: cfg, redis: redis, memory: map[string]breaker.Breaker{}, loaded: map[string]bool{}}
+	return &breakers{cfg: cfg, redis: redis, memory: map[string]breaker.Breaker{}, loaded: map[string]bool{},
+		fromStore: map[string]bool{}}
 }
 
 func (b *breakers) Allow(id string, now time.Time, maxConcurrency, inFlight int) breaker.Decision {
@@ -178,6 +190,7 @@ func (b *breakers) Loaded(id string) bool         { return b.loaded[id] }
 func (b *breakers) Reset(id string) {
 	b.memory[id] = breaker.Breaker{}
 	b.loaded[id] = true
+	b.fromStore[id] = true
 }
 
 // warm loads one breaker from "Redis".
@@ -186,6 +199,7 @@ func (b *breakers) warm(id string) {
 		b.memory[id] = b.redis[id]
 		b.loaded[id] = true
 	}
+	b.fromStore[id] = true
 }
 
 // flush writes the cache to "Redis" (a clean handover).
